@@ -1,0 +1,157 @@
+"""Named profiles, global config, projects and actions (SPEC §4)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.api.deps import NameParam, ProfileNameParam, Session
+from app.api.middleware import JSONRoute
+from app.api.schemas import (
+    ActionIn,
+    ActionOut,
+    ConfigOut,
+    ProfileChoice,
+    ProfileIn,
+    ProfileList,
+    ProfileOut,
+    ProfileVersionList,
+    ProjectOut,
+)
+from app.errors import Conflict, InvalidInput, NotFound
+from app.store import repo
+
+router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["configuration"])
+
+
+async def require_profile(session: AsyncSession, name: str | None, field: str) -> None:
+    if name is not None and await repo.get_profile(session, name) is None:
+        raise InvalidInput(
+            f"profile '{name}' does not exist", code="unknown_profile",
+            profile=name, fields=[{"field": field, "message": f"profile '{name}' does not exist",
+                                   "type": "unknown_profile"}],
+        )
+
+
+def _profile(row) -> dict:  # type: ignore[no-untyped-def]
+    return {"name": row.name, "description": row.description, "safety": row.safety,
+            "version": row.version, "created_at": row.created_at, "updated_at": row.updated_at}
+
+
+@router.put("/profiles/{name}", response_model=ProfileOut, status_code=200,
+            responses={201: {"model": ProfileOut, "description": "Created"}})
+async def put_profile(name: ProfileNameParam, body: ProfileIn, session: Session,
+                      response: Response) -> dict:
+    row, created, _ = await repo.put_profile(
+        session, name, description=body.description, safety=body.safety.as_dict()
+    )
+    response.status_code = 201 if created else 200
+    return _profile(row)
+
+
+@router.get("/profiles", response_model=ProfileList)
+async def list_profiles(session: Session) -> dict:
+    return {"items": [_profile(row) for row in await repo.list_profiles(session)]}
+
+
+@router.get("/profiles/{name}", response_model=ProfileOut)
+async def get_profile(name: ProfileNameParam, session: Session) -> dict:
+    row = await repo.get_profile(session, name)
+    if row is None:
+        raise NotFound(f"profile '{name}' does not exist", profile=name)
+    return _profile(row)
+
+
+@router.get("/profiles/{name}/versions", response_model=ProfileVersionList)
+async def list_profile_versions(name: ProfileNameParam, session: Session) -> dict:
+    rows = await repo.list_profile_versions(session, name)
+    if not rows:
+        raise NotFound(f"profile '{name}' does not exist", profile=name)
+    return {"items": [
+        {"name": r.name, "version": r.version, "description": r.description,
+         "safety": r.safety, "created_at": r.created_at} for r in rows
+    ]}
+
+
+@router.delete("/profiles/{name}", status_code=204)
+async def delete_profile(name: ProfileNameParam, session: Session) -> Response:
+    row = await repo.get_profile(session, name)
+    if row is None:
+        raise NotFound(f"profile '{name}' does not exist", profile=name)
+    refs = await repo.profile_references(session, name)
+    if refs:
+        named = ", ".join(
+            ["the global config"] * bool(refs.get("config"))
+            + [f"projects {refs['projects']}"] * bool(refs.get("projects"))
+            + [f"actions {refs['actions']}"] * bool(refs.get("actions"))
+        )
+        raise Conflict(f"profile '{name}' is still named by {named}", code="profile_in_use",
+                       profile=name, **refs)
+    await repo.delete_profile(session, row)
+    return Response(status_code=204)
+
+
+@router.get("/config", response_model=ConfigOut)
+async def get_config(session: Session) -> dict:
+    row = await repo.get_config(session)
+    if row is None:
+        return {"automation_profile": None, "updated_at": None}
+    return {"automation_profile": row.automation_profile, "updated_at": row.updated_at}
+
+
+@router.put("/config", response_model=ConfigOut)
+async def put_config(body: ProfileChoice, session: Session) -> dict:
+    await require_profile(session, body.automation_profile, "automation_profile")
+    row = await repo.put_config(session, body.automation_profile)
+    return {"automation_profile": row.automation_profile, "updated_at": row.updated_at}
+
+
+def _project(row) -> dict:  # type: ignore[no-untyped-def]
+    return {"project": row.project, "automation_profile": row.automation_profile,
+            "created_at": row.created_at, "updated_at": row.updated_at}
+
+
+@router.put("/projects/{project}", response_model=ProjectOut,
+            responses={201: {"model": ProjectOut, "description": "Created"}})
+async def put_project(project: NameParam, body: ProfileChoice, session: Session,
+                      response: Response) -> dict:
+    await require_profile(session, body.automation_profile, "automation_profile")
+    row, created = await repo.put_project(session, project, body.automation_profile)
+    response.status_code = 201 if created else 200
+    return _project(row)
+
+
+@router.get("/projects/{project}", response_model=ProjectOut)
+async def get_project(project: NameParam, session: Session) -> dict:
+    row = await repo.get_project(session, project)
+    if row is None:
+        raise NotFound(f"project '{project}' does not exist", project=project)
+    return _project(row)
+
+
+def _action(row) -> dict:  # type: ignore[no-untyped-def]
+    return {"action_id": row.action_id, "project": row.project, "read_only": row.read_only,
+            "automation_profile": row.automation_profile, "safety_profile": row.safety_profile,
+            "created_at": row.created_at, "updated_at": row.updated_at}
+
+
+@router.put("/actions/{action_id}", response_model=ActionOut,
+            responses={201: {"model": ActionOut, "description": "Created"}})
+async def put_action(action_id: NameParam, body: ActionIn, session: Session,
+                     response: Response) -> dict:
+    await require_profile(session, body.automation_profile, "automation_profile")
+    row, created = await repo.put_action(
+        session, action_id, project=body.project, read_only=body.read_only,
+        automation_profile=body.automation_profile,
+        safety_profile=body.safety_profile.as_dict() if body.safety_profile else None,
+    )
+    response.status_code = 201 if created else 200
+    return _action(row)
+
+
+@router.get("/actions/{action_id}", response_model=ActionOut)
+async def get_action(action_id: NameParam, session: Session) -> dict:
+    row = await repo.get_action(session, action_id)
+    if row is None:
+        raise NotFound(f"action '{action_id}' does not exist", action_id=action_id)
+    return _action(row)

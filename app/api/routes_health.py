@@ -1,0 +1,30 @@
+"""Liveness and readiness; the only routes that will never need a key."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+from sqlalchemy import text
+
+from app.api.deps import State
+from app.api.handlers import envelope
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+async def healthz() -> dict:
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(state: State) -> Response:
+    try:
+        async with state.engine.connect() as conn:
+            current = await conn.scalar(text("SELECT version_num FROM alembic_version"))
+    except Exception as exc:  # any failure to reach the database means not ready
+        return envelope(503, "not_ready", f"database unreachable: {type(exc).__name__}")
+    if current != state.schema_head:
+        return envelope(503, "not_ready",
+                        f"schema at {current}, expected {state.schema_head}: run toolgate migrate",
+                        {"current": current, "head": state.schema_head})
+    return Response(b'{"status":"ready"}', media_type="application/json")

@@ -1,0 +1,139 @@
+"""Plan use, resolution, plan transitions (SPEC §2 "Plans and the lock", §4)."""
+
+from __future__ import annotations
+
+import base64
+from datetime import datetime
+from typing import Annotated
+from uuid import uuid4
+
+import orjson
+from fastapi import APIRouter, Query, Response
+
+from app.api.deps import NameParam, Session, State
+from app.api.middleware import JSONRoute
+from app.api.schemas import NAME_PATTERN, PlanIn, PlanList, PlanOut, ResolveIn, ResolveOut
+from app.errors import Conflict, InvalidInput, NotFound
+from app.plans import (
+    PlanLock,
+    get_action_or_404,
+    load_lock,
+    plan_level,
+    plan_out,
+    resolve_stored,
+    use_plan,
+)
+from app.store import repo
+
+router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["plans"])
+
+
+@router.post("/plans", response_model=PlanOut, status_code=201,
+             responses={200: {"model": PlanOut, "description": "The same request again"},
+                        409: {"description": "plan_id exists with a different request"}})
+async def create_plan(body: PlanIn, session: Session, state: State, response: Response) -> dict:
+    plan, created = await use_plan(
+        session,
+        plan_id=body.plan_id or str(uuid4()),
+        action_id=body.action_id,
+        automation_profile=body.automation_profile,
+        safety_profile=body.safety_profile,
+        generated_id=body.plan_id is None,
+    )
+    response.status_code = 201 if created else 200
+    return plan_out(plan)
+
+
+def _encode_cursor(created_at: datetime, plan_id: str) -> str:
+    raw = orjson.dumps([created_at.isoformat(), plan_id])
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        moment, plan_id = orjson.loads(base64.urlsafe_b64decode(padded))
+        return datetime.fromisoformat(moment), str(plan_id)
+    except Exception:  # any malformed cursor is the client's input error
+        raise InvalidInput("cursor is not valid", code="invalid_input",
+                           fields=[{"field": "cursor", "message": "not a cursor from a previous "
+                                    "page", "type": "value_error"}]) from None
+
+
+@router.get("/plans", response_model=PlanList)
+async def list_plans(
+    session: Session,
+    action_id: Annotated[str | None, Query(pattern=NAME_PATTERN)] = None,
+    project: Annotated[str | None, Query(pattern=NAME_PATTERN)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: str | None = None,
+) -> dict:
+    before = _decode_cursor(cursor) if cursor else None
+    rows = await repo.list_plans(session, action_id=action_id, project=project,
+                                 before=before, limit=limit + 1)
+    page = rows[:limit]
+    next_cursor = (_encode_cursor(page[-1].created_at, page[-1].plan_id)
+                   if len(rows) > limit else None)
+    return {"items": [plan_out(p) for p in page], "next_cursor": next_cursor}
+
+
+@router.get("/plans/{plan_id}", response_model=PlanOut)
+async def get_plan(plan_id: NameParam, session: Session) -> dict:
+    plan = await repo.get_plan(session, plan_id)
+    if plan is None:
+        raise NotFound(f"plan '{plan_id}' does not exist", plan_id=plan_id)
+    return plan_out(plan)
+
+
+async def _transition(plan_id: str, transition: str, target: str, session: Session) -> dict:
+    plan = await repo.get_plan(session, plan_id)
+    if plan is None:
+        raise NotFound(f"plan '{plan_id}' does not exist", plan_id=plan_id)
+    if plan.read_only:
+        # Seed 001 layer 4: refuse before any state transition.
+        raise Conflict(
+            f"Plan '{plan_id}' is read-only: '{transition}' is refused",
+            code="plan_read_only", error="PlanReadOnlyError", hierarchy=["PlanReadOnlyError"],
+            plan_id=plan_id, transition=transition,
+        )
+    await repo.set_plan_state(session, plan, target)
+    return plan_out(plan)
+
+
+@router.post("/plans/{plan_id}/execute", response_model=PlanOut,
+             responses={409: {"description": "PlanReadOnlyError (code plan_read_only)"}})
+async def execute_plan(plan_id: NameParam, session: Session) -> dict:
+    return await _transition(plan_id, "execute", "executing", session)
+
+
+@router.post("/plans/{plan_id}/lifecycle-apply", response_model=PlanOut,
+             responses={409: {"description": "PlanReadOnlyError (code plan_read_only)"}})
+async def lifecycle_apply(plan_id: NameParam, session: Session) -> dict:
+    return await _transition(plan_id, "lifecycle-apply", "applied", session)
+
+
+def _lock_out(lock: PlanLock) -> dict:
+    return {"safety_profile": lock.safety.as_dict(), **lock.summary}
+
+
+@router.post("/resolve", response_model=ResolveOut)
+async def resolve(body: ResolveIn, session: Session, state: State) -> dict:
+    if body.plan_id is not None:
+        return _lock_out(await load_lock(session, state.plan_cache, body.plan_id))
+    action = None
+    project = body.project
+    if body.action_id is not None:
+        action = await get_action_or_404(session, body.action_id)
+        if body.project is not None and body.project != action.project:
+            raise InvalidInput(
+                f"project '{body.project}' differs from action '{action.action_id}''s project "
+                f"'{action.project}'",
+                fields=[{"field": "project", "message": "differs from the action's project",
+                         "type": "value_error"}],
+            )
+        project = action.project
+    resolved = await resolve_stored(
+        session, plan=plan_level(body.automation_profile, body.safety_profile),
+        action=action, project=project,
+    )
+    return {"safety_profile": resolved.safety.as_dict(), **resolved.summary()}

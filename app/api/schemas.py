@@ -1,0 +1,286 @@
+"""The wire contract (SPEC §2–§4): request and response bodies.
+
+Types are strict everywhere: a boolean is JSON true/false, an integer a JSON integer,
+numbers finite. Unknown fields are rejected except in the free-form `context.metadata`,
+`context.variables` and `tool.args`. These models import no FastAPI, so the decision-case
+runner and the CLI use them too.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from app.policy.checks import effective_tool
+from app.policy.model import Capability, Context, Layer, RegisteredTool, Tool
+from app.policy.profiles import SafetyProfile
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$"
+PROFILE_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+
+Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
+ProfileName = Annotated[str, StringConstraints(pattern=PROFILE_NAME_PATTERN)]
+Cost = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+# --- profiles and configuration -------------------------------------------------------
+
+class ProfileIn(Strict):
+    description: Annotated[str, StringConstraints(max_length=2000)] = ""
+    safety: SafetyProfile = Field(default_factory=SafetyProfile)
+
+
+class ProfileOut(BaseModel):
+    name: str
+    description: str
+    safety: SafetyProfile
+    version: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class ProfileList(BaseModel):
+    items: list[ProfileOut]
+
+
+class ProfileVersionOut(BaseModel):
+    name: str
+    version: int
+    description: str
+    safety: SafetyProfile
+    created_at: datetime
+
+
+class ProfileVersionList(BaseModel):
+    items: list[ProfileVersionOut]
+
+
+class ProfileChoice(Strict):
+    automation_profile: ProfileName | None = None
+
+
+class ConfigOut(BaseModel):
+    automation_profile: str | None
+    updated_at: datetime | None = None
+
+
+class ProjectOut(BaseModel):
+    project: str
+    automation_profile: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class ActionIn(Strict):
+    project: Name | None = None
+    read_only: bool = False
+    automation_profile: ProfileName | None = None
+    safety_profile: SafetyProfile | None = None
+
+    @model_validator(mode="after")
+    def _one_profile(self) -> ActionIn:
+        _at_most_one_profile(self)
+        return self
+
+
+class ActionOut(BaseModel):
+    action_id: str
+    project: str | None
+    read_only: bool
+    automation_profile: str | None
+    safety_profile: SafetyProfile | None
+    created_at: datetime
+    updated_at: datetime
+
+
+def _at_most_one_profile(model: Any) -> None:
+    if model.automation_profile is not None and model.safety_profile is not None:
+        raise ValueError("give either automation_profile or safety_profile, not both")
+
+
+# --- plans and resolution --------------------------------------------------------------
+
+class PlanIn(Strict):
+    action_id: Name
+    plan_id: Name | None = None
+    automation_profile: ProfileName | None = None
+    safety_profile: SafetyProfile | None = None
+
+    @model_validator(mode="after")
+    def _one_profile(self) -> PlanIn:
+        _at_most_one_profile(self)
+        return self
+
+
+class PlanOut(BaseModel):
+    plan_id: str
+    action_id: str
+    project: str | None
+    read_only: bool
+    safety_profile: SafetyProfile
+    provenance: str
+    name: str | None
+    version: int | None
+    is_default: bool
+    state: str
+    created_at: datetime
+
+
+class PlanList(BaseModel):
+    items: list[PlanOut]
+    next_cursor: str | None = None
+
+
+class ResolveIn(Strict):
+    plan_id: Name | None = None
+    action_id: Name | None = None
+    project: Name | None = None
+    automation_profile: ProfileName | None = None
+    safety_profile: SafetyProfile | None = None
+
+    @model_validator(mode="after")
+    def _shape(self) -> ResolveIn:
+        _at_most_one_profile(self)
+        if self.plan_id is not None:
+            others = [
+                f for f in ("action_id", "project", "automation_profile", "safety_profile")
+                if getattr(self, f) is not None
+            ]
+            if others:
+                raise ValueError(f"plan_id takes nothing else (also given: {', '.join(others)})")
+        return self
+
+
+class ResolveOut(BaseModel):
+    safety_profile: SafetyProfile
+    provenance: str
+    name: str | None
+    version: int | None
+    is_default: bool
+
+
+# --- decisions -------------------------------------------------------------------------
+
+class CapabilityIn(Strict):
+    writes: bool | None = None
+    read_only: bool | None = None
+    checkpointable: bool | None = None
+    unsafe: bool | None = None
+
+
+class ToolIn(Strict):
+    name: Name
+    capability: CapabilityIn | None = None
+    safety_category: Literal["safe", "destructive"] | None = None
+    skill_category: Annotated[str, StringConstraints(max_length=200)] | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class ContextIn(Strict):
+    plan_id: Name | None = None
+    sandbox_id: Annotated[str, StringConstraints(max_length=200)] | None = None
+    sandbox_root: Annotated[str, StringConstraints(max_length=4096)] | None = None
+    variables: dict[str, Any] = Field(default_factory=dict)
+    plan_read_only: bool = False
+    require_checkpoints: bool = False
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    accumulated_cost: Cost = 0.0
+    total_accumulated_cost: Cost = 0.0
+    step_retry_count: NonNegativeInt = 0
+    dry_run: bool = False
+    confirmed: bool = False
+
+
+class AuthorizeIn(Strict):
+    plan_id: Name | None = None
+    safety_profile: SafetyProfile | None = None
+    layer: Literal["runtime", "skill", "changeset"] = "runtime"
+    explain: bool = False
+    tool: ToolIn
+    context: ContextIn = Field(default_factory=ContextIn)
+
+    @model_validator(mode="after")
+    def _profile_only_without_plan(self) -> AuthorizeIn:
+        if self.plan_id is not None and self.safety_profile is not None:
+            raise ValueError("safety_profile is only accepted without plan_id "
+                             "(a plan's profile is locked at creation)")
+        return self
+
+    def core_context(self, *, plan_id: str | None, stored_read_only: bool) -> Context:
+        c = self.context
+        return Context(
+            plan_id=plan_id,
+            sandbox_id=c.sandbox_id or None,
+            sandbox_root=c.sandbox_root,
+            variables=c.variables,
+            plan_read_only=stored_read_only or c.plan_read_only,
+            require_checkpoints=c.require_checkpoints,
+            metadata=c.metadata,
+            accumulated_cost=c.accumulated_cost,
+            total_accumulated_cost=c.total_accumulated_cost,
+            step_retry_count=c.step_retry_count,
+            dry_run=c.dry_run,
+            confirmed=c.confirmed,
+        )
+
+    def core_tool(self, registered: RegisteredTool | None) -> Tool:
+        """Raises MissingCapability for an unregistered tool that did not say what it does."""
+        t = self.tool
+        cap = t.capability
+        return effective_tool(
+            name=t.name,
+            capability=Capability(cap.writes, cap.read_only, cap.checkpointable, cap.unsafe)
+            if cap is not None else None,
+            destructive=t.safety_category == "destructive",
+            skill_category=t.skill_category,
+            args=t.args,
+            metadata=self.context.metadata,
+            registered=registered,
+            layer=Layer(self.layer),
+        )
+
+
+class DenyOut(BaseModel):
+    error: str
+    hierarchy: list[str]
+    code: str
+    check: str
+    message: str
+    details: dict[str, Any]
+
+
+class ProfileSummary(BaseModel):
+    provenance: str
+    name: str | None
+    version: int | None
+    is_default: bool
+
+
+class CheckOut(BaseModel):
+    check: str
+    outcome: Literal["pass", "fail", "skip"]
+    reason: str
+
+
+class DecisionOut(BaseModel):
+    decision_id: str
+    allowed: bool
+    deny: DenyOut | None
+    plan_id: str | None
+    profile: ProfileSummary | None
+    checks: list[CheckOut] | None = None
+
+
+class AuthorizeBatchIn(Strict):
+    requests: Annotated[list[AuthorizeIn], Field(min_length=1, max_length=100)]
+
+
+class DecisionBatchOut(BaseModel):
+    items: list[DecisionOut]

@@ -1,0 +1,56 @@
+"""One error envelope for everything that is not a decision: {"error": {code, message, details}}.
+
+Routes and services raise these; a single handler in app/api/handlers.py renders them. No
+HTTPException anywhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ToolgateError(Exception):
+    status = 500
+    code = "internal"
+
+    def __init__(self, message: str, *, code: str | None = None, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.details = details
+
+
+class InvalidInput(ToolgateError):
+    status = 422
+    code = "invalid_input"
+
+
+class NotFound(ToolgateError):
+    status = 404
+    code = "not_found"
+
+
+class Conflict(ToolgateError):
+    status = 409
+    code = "conflict"
+
+
+class PayloadTooLarge(ToolgateError):
+    status = 413
+    code = "payload_too_large"
+
+
+class Unauthorized(ToolgateError):
+    status = 401
+    code = "unauthorized"
+
+
+class Forbidden(ToolgateError):
+    status = 403
+    code = "forbidden"
+
+
+class Unavailable(ToolgateError):
+    status = 503
+    code = "unavailable"

@@ -1,0 +1,51 @@
+"""create_app(settings): routers, error handlers; the lifespan owns the engine and caches."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from app.api import handlers
+from app.api.deps import AppState
+from app.api.middleware import BodyLimit
+from app.api.routes_config import router as config_router
+from app.api.routes_decide import batch_router, router as decide_router
+from app.api.routes_health import router as health_router
+from app.api.routes_plans import router as plans_router
+from app.config import Settings
+from app.plans import PlanCache
+from app.store import migrate
+from app.store.engine import make_engine, make_sessionmaker
+
+DESCRIPTION = """Policy decisions for AI agents: before every tool call an agent asks
+"may this tool run, in this plan, with this context?" and toolgate answers allow, or deny
+with a structured reason naming exactly one error class. See `GET /v1/errors`."""
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine = make_engine(settings)
+        app.state.toolgate = AppState(
+            settings=settings,
+            engine=engine,
+            sessions=make_sessionmaker(engine),
+            plan_cache=PlanCache(settings.plan_cache_size),
+            schema_head=migrate.head(settings.database_url),
+        )
+        try:
+            yield
+        finally:
+            await engine.dispose()
+
+    app = FastAPI(title="toolgate", version="0.1.0", description=DESCRIPTION,
+                  lifespan=lifespan)
+    handlers.install(app)
+    for router in (health_router, decide_router, batch_router, plans_router, config_router):
+        app.include_router(router)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    return app

@@ -1,0 +1,329 @@
+"""The ordered checks (SPEC §3, seeds 000/001/003): the first failing check decides.
+
+`evaluate()` short-circuits on the first failure; with `explain=True` it runs every check
+and reports each as pass, fail or skip, but the decision is still the first failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from app.policy.errors import DENY_CODES
+from app.policy.model import (
+    Capability,
+    CheckResult,
+    Context,
+    Deny,
+    Layer,
+    RegisteredTool,
+    Tool,
+    Verdict,
+)
+from app.policy.paths import find_escape
+from app.policy.profiles import SafetyProfile
+
+PASS = "pass"
+SKIP = "skip"
+FAIL = "fail"
+
+# A check returns (outcome, reason) for pass/skip, or a Deny.
+Outcome = tuple[str, str] | Deny
+Check = Callable[[Tool, Context, SafetyProfile | None], Outcome]
+
+
+def _deny(code: str, check: str, message: str, **details: Any) -> Deny:
+    spec = DENY_CODES[code]
+    return Deny(spec.error, spec.hierarchy, code, check, message, details)
+
+
+NO_PROFILE = (SKIP, "no safety profile: profile checks do not apply (seed 000)")
+
+
+def check_read_only(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
+    if ctx.plan_read_only and tool.writes:
+        return _deny(
+            "read_only", "read_only",
+            f"Tool '{tool.name}' has writes=True but plan '{ctx.plan_id}' is read-only",
+        )
+    if not ctx.plan_read_only:
+        return PASS, "plan is not read-only"
+    return PASS, "tool does not write"
+
+
+def check_checkpoint(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
+    required = ctx.require_checkpoints or (profile is not None and profile.require_checkpoints)
+    if not required:
+        return PASS, "checkpoints are not required"
+    if tool.checkpointable:
+        return PASS, "tool is checkpointable"
+    source = "context.require_checkpoints" if ctx.require_checkpoints else "the safety profile"
+    return _deny(
+        "checkpoint_required", "checkpoint",
+        f"Tool '{tool.name}' is not checkpointable but checkpoints are required by {source} "
+        f"(plan '{ctx.plan_id}')",
+        required_by="context" if ctx.require_checkpoints else "profile",
+    )
+
+
+def check_unsafe(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
+    if profile is None:
+        return NO_PROFILE
+    if not tool.unsafe:
+        return PASS, "tool is not marked unsafe"
+    if profile.allow_unsafe_tools:
+        return PASS, "the safety profile allows unsafe tools"
+    return _deny(
+        "unsafe_tool", "unsafe",
+        f"Tool '{tool.name}' is marked unsafe and the safety profile does not allow unsafe "
+        f"tools (plan '{ctx.plan_id}')",
+    )
+
+
+def check_skill_category(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
+    if profile is None:
+        return NO_PROFILE
+    allowed = profile.allowed_skill_categories
+    if not allowed:
+        return PASS, "allowed_skill_categories is empty: every category is allowed"
+    if tool.skill_category is None:
+        return _deny(
+            "skill_category_missing", "skill_category",
+            f"Tool '{tool.name}' has no skill category (metadata 'tool_skill_category' is "
+            f"missing) but the safety profile allows only {list(allowed)} (plan '{ctx.plan_id}')",
+            allowed_skill_categories=list(allowed),
+        )
+    if tool.skill_category not in allowed:
+        return _deny(
+            "skill_category_not_allowed", "skill_category",
+            f"Tool '{tool.name}' has skill category '{tool.skill_category}', which is not in "
+            f"the allowed categories {list(allowed)} (plan '{ctx.plan_id}')",
+            skill_category=tool.skill_category,
+            allowed_skill_categories=list(allowed),
+        )
+    return PASS, f"skill category '{tool.skill_category}' is allowed"
+
+
+def check_sandbox(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
+    if profile is None:
+        return NO_PROFILE
+    if not profile.require_sandbox:
+        return PASS, "the safety profile does not require a sandbox"
+    if not tool.writes:
+        return PASS, "tool does not write"
+    if ctx.sandbox_id:
+        return PASS, "a sandbox_id is set"
+    return _deny(
+        "sandbox_required", "sandbox",
+        f"Tool '{tool.name}' has writes=True and needs a sandbox, but no sandbox_id is set "
+        f"(plan '{ctx.plan_id}')",
+    )
+
+
+def check_human_approval(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
+    if profile is None:
+        return NO_PROFILE
+    if not profile.require_human_approval:
+        return PASS, "the safety profile does not require human approval"
+    if ctx.metadata.get("human_approved") is True:
+        return PASS, "metadata.human_approved is true"
+    return _deny(
+        "human_approval_required", "human_approval",
+        f"Tool '{tool.name}' requires human approval, but metadata 'human_approved' is not "
+        f"true (plan '{ctx.plan_id}')",
+    )
+
+
+def check_cost(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
+    if profile is None:
+        return NO_PROFILE
+    per_plan, total = profile.max_cost_per_plan, profile.max_total_cost
+    if per_plan is not None and ctx.accumulated_cost >= per_plan:
+        return _deny(
+            "plan_cost_limit_exceeded", "cost",
+            f"Tool '{tool.name}' blocked: accumulated cost {ctx.accumulated_cost} meets or "
+            f"exceeds max_cost_per_plan {per_plan} (plan '{ctx.plan_id}')",
+            accumulated_cost=ctx.accumulated_cost, max_cost_per_plan=per_plan,
+        )
+    if total is not None and ctx.total_accumulated_cost >= total:
+        return _deny(
+            "total_cost_limit_exceeded", "cost",
+            f"Tool '{tool.name}' blocked: total accumulated cost {ctx.total_accumulated_cost} "
+            f"meets or exceeds max_total_cost {total} (plan '{ctx.plan_id}')",
+            total_accumulated_cost=ctx.total_accumulated_cost, max_total_cost=total,
+        )
+    if per_plan is None and total is None:
+        return PASS, "no cost limits are set"
+    return PASS, "accumulated costs are below their limits"
+
+
+def check_retry(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
+    if profile is None:
+        return NO_PROFILE
+    limit = profile.max_retries_per_step
+    if ctx.step_retry_count > limit:
+        return _deny(
+            "retry_limit_exceeded", "retry",
+            f"Tool '{tool.name}' blocked: step retry count {ctx.step_retry_count} exceeds "
+            f"max_retries_per_step {limit} (plan '{ctx.plan_id}')",
+            step_retry_count=ctx.step_retry_count, max_retries_per_step=limit,
+        )
+    return PASS, f"step retry count {ctx.step_retry_count} is within {limit}"
+
+
+def check_confirmation(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
+    if not tool.destructive:
+        return PASS, "tool is not destructive"
+    if ctx.dry_run:
+        return PASS, "destructive tool runs as a dry run"
+    if ctx.confirmed:
+        return PASS, "destructive tool is confirmed"
+    return _deny(
+        "confirmation_required", "confirmation",
+        f"Tool '{tool.name}' is destructive and may run only with dry_run=true or "
+        f"confirmed=true; neither is set (plan '{ctx.plan_id}')",
+        ways=["dry_run", "confirmed"],
+    )
+
+
+def check_sandbox_paths(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
+    if not tool.path_args:
+        return PASS, "tool has no sandbox-sensitive path arguments"
+    escape = find_escape(
+        tool.args, tool.path_args, root=ctx.sandbox_root, variables=ctx.variables
+    )
+    if escape is None:
+        return PASS, "every path argument stays inside the sandbox root"
+    argument, reason = escape
+    return _deny(
+        "sandbox_path_escape", "sandbox_paths",
+        f"Tool '{tool.name}' argument '{argument}' {reason} (plan '{ctx.plan_id}')",
+        argument=argument,
+    )
+
+
+def check_write_guard(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
+    if ctx.plan_read_only and tool.writes:
+        return _deny(
+            "write_denied", "write_guard",
+            f"Write operation denied: tool '{tool.name}' cannot write in read-only context "
+            f"(plan={ctx.plan_id})",
+            error_type="PERMISSION_DENIED",
+        )
+    return PASS, "tool does not write" if ctx.plan_read_only else "context is not read-only"
+
+
+def check_changeset(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
+    if ctx.plan_read_only and tool.writes:
+        return _deny(
+            "changeset_read_only", "changeset",
+            f"Cannot wrap write-capable tool '{tool.name}' in read-only ChangeSetCapture "
+            f"(plan={ctx.plan_id})",
+        )
+    return PASS, "tool spec may be wrapped"
+
+
+# The order is the contract: the first failing check decides.
+RUNTIME_CHECKS: tuple[tuple[str, Check], ...] = (
+    ("read_only", check_read_only),
+    ("checkpoint", check_checkpoint),
+    ("unsafe", check_unsafe),
+    ("skill_category", check_skill_category),
+    ("sandbox", check_sandbox),
+    ("human_approval", check_human_approval),
+    ("cost", check_cost),
+    ("retry", check_retry),
+    ("confirmation", check_confirmation),
+    ("sandbox_paths", check_sandbox_paths),
+)
+
+CHECKS_BY_LAYER: dict[Layer, tuple[tuple[str, Check], ...]] = {
+    Layer.RUNTIME: RUNTIME_CHECKS,
+    Layer.SKILL: (("write_guard", check_write_guard),),
+    Layer.CHANGESET: (("changeset", check_changeset),),
+}
+
+
+def evaluate(
+    tool: Tool,
+    ctx: Context,
+    profile: SafetyProfile | None,
+    *,
+    layer: Layer = Layer.RUNTIME,
+    explain: bool = False,
+) -> Verdict:
+    checks = CHECKS_BY_LAYER[layer]
+    if not explain:
+        for _, check in checks:
+            outcome = check(tool, ctx, profile)
+            if type(outcome) is Deny:
+                return Verdict(False, outcome)
+        return Verdict(True, None)
+
+    first: Deny | None = None
+    report: list[CheckResult] = []
+    for name, check in checks:
+        outcome = check(tool, ctx, profile)
+        if type(outcome) is Deny:
+            first = first or outcome
+            report.append(CheckResult(name, FAIL, outcome.message))
+        else:
+            report.append(CheckResult(name, outcome[0], outcome[1]))
+    return Verdict(first is None, first, tuple(report))
+
+
+class MissingCapability(ValueError):
+    """An unregistered tool did not say what it does; the service answers 422."""
+
+    def __init__(self, fields: list[str]) -> None:
+        super().__init__(", ".join(fields))
+        self.fields = fields
+
+
+def _category(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def effective_tool(
+    *,
+    name: str,
+    capability: Capability | None,
+    destructive: bool,
+    skill_category: str | None,
+    args: dict[str, Any],
+    metadata: dict[str, Any],
+    registered: RegisteredTool | None,
+    layer: Layer = Layer.RUNTIME,
+) -> Tool:
+    """Merge the registry's word with the request's: a request can only tighten (SPEC §3)."""
+    cap = capability or Capability()
+    category = (
+        (registered and registered.skill_category)
+        or _category(skill_category)
+        or _category(metadata.get("tool_skill_category"))
+    )
+    if registered is not None:
+        return Tool(
+            name=name,
+            writes=registered.writes or bool(cap.writes),
+            checkpointable=registered.checkpointable and cap.checkpointable is not False,
+            unsafe=registered.unsafe or bool(cap.unsafe),
+            destructive=registered.destructive or destructive,
+            skill_category=category,
+            args=args,
+            path_args=registered.path_args,
+            registered=True,
+        )
+    required = ("writes",) if layer is not Layer.RUNTIME else ("writes", "checkpointable", "unsafe")
+    missing = [f"tool.capability.{f}" for f in required if getattr(cap, f) is None]
+    if missing:
+        raise MissingCapability(missing)
+    return Tool(
+        name=name,
+        writes=bool(cap.writes),
+        checkpointable=bool(cap.checkpointable),
+        unsafe=bool(cap.unsafe),
+        destructive=destructive,
+        skill_category=category,
+        args=args,
+    )

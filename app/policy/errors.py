@@ -1,0 +1,100 @@
+"""The error hierarchy and deny codes as data: one table, one source of truth.
+
+The table drives the checks' results, `GET /v1/errors`, the docs' deny-code table and the
+client's exception-class test. Adding a code means adding a row here, nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorClass:
+    name: str
+    parent: str | None
+    codes: tuple[str, ...]
+    description: str
+
+
+ERROR_CLASSES: tuple[ErrorClass, ...] = (
+    ErrorClass("ToolRuntimeError", None, (), "Base of every tool-runtime deny."),
+    ErrorClass("ToolAccessDeniedError", "ToolRuntimeError", ("read_only",),
+               "A tool with writes=True in a read-only plan."),
+    ErrorClass("ToolCheckpointRequiredError", "ToolRuntimeError", ("checkpoint_required",),
+               "Checkpoints are required and the tool is not checkpointable."),
+    ErrorClass("ToolSafetyViolationError", "ToolRuntimeError",
+               ("unsafe_tool", "skill_category_missing", "skill_category_not_allowed"),
+               "An unsafe tool, or a skill category outside the allow-list."),
+    ErrorClass("ToolSandboxRequiredError", "ToolRuntimeError", ("sandbox_required",),
+               "A writing tool needs a sandbox and none is set."),
+    ErrorClass("ToolHumanApprovalRequiredError", "ToolRuntimeError",
+               ("human_approval_required",), "Human approval is required and not recorded."),
+    ErrorClass("ToolCostLimitExceededError", "ToolRuntimeError",
+               ("plan_cost_limit_exceeded", "total_cost_limit_exceeded"),
+               "Accumulated cost meets or exceeds a limit."),
+    ErrorClass("ToolRetryLimitExceededError", "ToolRuntimeError", ("retry_limit_exceeded",),
+               "The step was retried more often than allowed."),
+    ErrorClass("ToolConfirmationRequiredError", "ToolRuntimeError", ("confirmation_required",),
+               "A destructive tool needs dry_run or confirmed."),
+    ErrorClass("ToolSandboxEscapeError", "ToolRuntimeError", ("sandbox_path_escape",),
+               "A path argument escapes the sandbox root."),
+    ErrorClass("ToolNotActivatedError", "ToolRuntimeError", ("tool_not_activated",),
+               "The tool is not activated (e.g. not in the registry when that is required)."),
+    ErrorClass("ToolActivationError", "ToolRuntimeError", ("activation_failed",),
+               "Tool activation failed."),
+    ErrorClass("ToolExecutionError", "ToolRuntimeError", ("execution_failed",),
+               "Tool execution failed."),
+    ErrorClass("ToolDeactivationError", "ToolRuntimeError", ("deactivation_failed",),
+               "Tool deactivation failed."),
+    ErrorClass("SkillExecutionError", None, ("write_denied",),
+               "Skill write guard (error_type PERMISSION_DENIED) in a read-only context."),
+    ErrorClass("ReadOnlyViolationError", None, ("changeset_read_only",),
+               "A write-capable tool spec cannot be wrapped in a read-only change set."),
+    ErrorClass("PlanReadOnlyError", None, ("plan_read_only",),
+               "A plan transition was refused because the plan is read-only."),
+    ErrorClass("UnsafeRequestRejectedError", None, ("unsafe_phrase",),
+               "A request matched a skill's unsafe phrase before any model ran."),
+)
+
+CLASSES_BY_NAME: dict[str, ErrorClass] = {c.name: c for c in ERROR_CLASSES}
+
+
+def hierarchy(name: str) -> tuple[str, ...]:
+    """The chain from the root down to `name`, e.g. ("ToolRuntimeError", "ToolSandboxRequiredError")."""
+    chain: list[str] = []
+    current: str | None = name
+    while current is not None:
+        chain.append(current)
+        current = CLASSES_BY_NAME[current].parent
+    return tuple(reversed(chain))
+
+
+@dataclass(frozen=True, slots=True)
+class DenyCode:
+    code: str
+    error: str
+    hierarchy: tuple[str, ...]
+
+
+DENY_CODES: dict[str, DenyCode] = {
+    code: DenyCode(code, cls.name, hierarchy(cls.name))
+    for cls in ERROR_CLASSES
+    for code in cls.codes
+}
+
+
+def errors_document() -> dict:
+    """The body of `GET /v1/errors`."""
+    return {
+        "errors": [
+            {
+                "error": cls.name,
+                "parent": cls.parent,
+                "hierarchy": list(hierarchy(cls.name)),
+                "codes": list(cls.codes),
+                "description": cls.description,
+            }
+            for cls in ERROR_CLASSES
+        ]
+    }

@@ -1,0 +1,116 @@
+"""SafetyProfile, its defaults, and resolution by precedence (seed 000).
+
+Resolution walks plan > action > project > global; the first level that holds something
+wins as a whole (no field-by-field merge). A level holds nothing, a profile name, or (plan
+and action only) an inline SafetyProfile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+CategoryName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Cost = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class SafetyProfile(BaseModel):
+    """Hard safety constraints; binary invariants enforced regardless of confidence."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    require_sandbox: bool = True
+    require_checkpoints: bool = True
+    allow_unsafe_tools: bool = False
+    require_human_approval: bool = False
+    allowed_skill_categories: list[CategoryName] = Field(default_factory=list)
+    max_cost_per_plan: Cost | None = None
+    max_retries_per_step: Annotated[int, Field(ge=0, le=100)] = 3
+    max_total_cost: Cost | None = None
+
+    def as_dict(self) -> dict:
+        return self.model_dump()
+
+
+DEFAULT_SAFETY_PROFILE = SafetyProfile()
+
+
+class Provenance(StrEnum):
+    PLAN = "plan"
+    ACTION = "action"
+    PROJECT = "project"
+    GLOBAL = "global"
+    INLINE = "inline"
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileRef:
+    """A named profile: what `--automation-profile NAME` refers to."""
+
+    name: str
+
+
+# What a level holds: nothing, a named profile, or an inline profile.
+Level = ProfileRef | SafetyProfile | None
+
+
+@dataclass(frozen=True, slots=True)
+class NamedProfile:
+    name: str
+    version: int
+    safety: SafetyProfile
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    safety: SafetyProfile
+    provenance: Provenance
+    name: str | None
+    version: int | None
+    is_default: bool
+
+    def summary(self) -> dict:
+        return {
+            "provenance": self.provenance.value,
+            "name": self.name,
+            "version": self.version,
+            "is_default": self.is_default,
+        }
+
+
+class UnknownProfileError(LookupError):
+    def __init__(self, name: str, level: Provenance) -> None:
+        super().__init__(name)
+        self.name = name
+        self.level = level
+
+
+def resolve(
+    *,
+    plan: Level = None,
+    action: Level = None,
+    project: Level = None,
+    global_: Level = None,
+    lookup: Callable[[str], NamedProfile | None],
+) -> Resolved:
+    """Resolve the effective SafetyProfile; raises UnknownProfileError for a missing name."""
+    levels = (
+        (Provenance.PLAN, plan),
+        (Provenance.ACTION, action),
+        (Provenance.PROJECT, project),
+        (Provenance.GLOBAL, global_),
+    )
+    for provenance, held in levels:
+        if held is None:
+            continue
+        if isinstance(held, SafetyProfile):
+            return Resolved(held, provenance, None, None, False)
+        named = lookup(held.name)
+        if named is None:
+            raise UnknownProfileError(held.name, provenance)
+        return Resolved(named.safety, provenance, named.name, named.version, False)
+    return Resolved(DEFAULT_SAFETY_PROFILE, Provenance.GLOBAL, None, None, True)

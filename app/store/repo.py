@@ -1,0 +1,203 @@
+"""Repositories: every query the service runs. Functions never commit; the caller does."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.store.tables import (
+    Action,
+    GlobalConfig,
+    Plan,
+    Profile,
+    ProfileVersion,
+    Project,
+    utcnow,
+)
+
+# --- profiles ---------------------------------------------------------------------------
+
+
+async def get_profile(session: AsyncSession, name: str) -> Profile | None:
+    return await session.get(Profile, name)
+
+
+async def list_profiles(session: AsyncSession) -> list[Profile]:
+    return list((await session.scalars(select(Profile).order_by(Profile.name))).all())
+
+
+async def list_profile_versions(session: AsyncSession, name: str) -> list[ProfileVersion]:
+    rows = await session.scalars(
+        select(ProfileVersion).where(ProfileVersion.name == name).order_by(ProfileVersion.version)
+    )
+    return list(rows.all())
+
+
+async def put_profile(
+    session: AsyncSession, name: str, *, description: str, safety: dict[str, Any]
+) -> tuple[Profile, bool, bool]:
+    """Create or update; returns (profile, created, changed). An identical PUT changes nothing."""
+    now = utcnow()
+    profile = await session.get(Profile, name, with_for_update=True)
+    if profile is not None and profile.description == description and profile.safety == safety:
+        return profile, False, False
+    # Versions continue after a delete and re-create, so (name, version) is never reused.
+    last = await session.scalar(
+        select(func.max(ProfileVersion.version)).where(ProfileVersion.name == name)
+    )
+    version = (last or 0) + 1
+    session.add(ProfileVersion(
+        name=name, version=version, description=description, safety=safety, created_at=now
+    ))
+    created = profile is None
+    if created:
+        profile = Profile(
+            name=name, description=description, safety=safety, version=version,
+            created_at=now, updated_at=now,
+        )
+        session.add(profile)
+    else:
+        profile.description, profile.safety = description, safety
+        profile.version, profile.updated_at = version, now
+    await session.flush()
+    return profile, created, True
+
+
+async def profile_references(session: AsyncSession, name: str) -> dict[str, Any]:
+    """Who still names this profile (plans are not listed: they hold snapshots)."""
+    config = await session.get(GlobalConfig, 1)
+    projects = await session.scalars(
+        select(Project.project).where(Project.automation_profile == name).limit(100)
+    )
+    actions = await session.scalars(
+        select(Action.action_id).where(Action.automation_profile == name).limit(100)
+    )
+    refs: dict[str, Any] = {}
+    if config is not None and config.automation_profile == name:
+        refs["config"] = True
+    if project_list := list(projects.all()):
+        refs["projects"] = project_list
+    if action_list := list(actions.all()):
+        refs["actions"] = action_list
+    return refs
+
+
+async def delete_profile(session: AsyncSession, profile: Profile) -> None:
+    await session.delete(profile)
+    await session.flush()
+
+
+# --- global config and projects ---------------------------------------------------------
+
+
+async def get_config(session: AsyncSession) -> GlobalConfig | None:
+    return await session.get(GlobalConfig, 1)
+
+
+async def put_config(session: AsyncSession, automation_profile: str | None) -> GlobalConfig:
+    config = await session.get(GlobalConfig, 1, with_for_update=True)
+    if config is None:
+        config = GlobalConfig(id=1, automation_profile=automation_profile, updated_at=utcnow())
+        session.add(config)
+    elif config.automation_profile != automation_profile:
+        config.automation_profile, config.updated_at = automation_profile, utcnow()
+    await session.flush()
+    return config
+
+
+async def get_project(session: AsyncSession, project: str) -> Project | None:
+    return await session.get(Project, project)
+
+
+async def put_project(
+    session: AsyncSession, project: str, automation_profile: str | None
+) -> tuple[Project, bool]:
+    row = await session.get(Project, project, with_for_update=True)
+    now = utcnow()
+    if row is None:
+        row = Project(project=project, automation_profile=automation_profile,
+                      created_at=now, updated_at=now)
+        session.add(row)
+        await session.flush()
+        return row, True
+    if row.automation_profile != automation_profile:
+        row.automation_profile, row.updated_at = automation_profile, now
+    await session.flush()
+    return row, False
+
+
+# --- actions ----------------------------------------------------------------------------
+
+
+async def get_action(session: AsyncSession, action_id: str) -> Action | None:
+    return await session.get(Action, action_id)
+
+
+async def put_action(
+    session: AsyncSession,
+    action_id: str,
+    *,
+    project: str | None,
+    read_only: bool,
+    automation_profile: str | None,
+    safety_profile: dict[str, Any] | None,
+) -> tuple[Action, bool]:
+    row = await session.get(Action, action_id, with_for_update=True)
+    now = utcnow()
+    values = {
+        "project": project, "read_only": read_only,
+        "automation_profile": automation_profile, "safety_profile": safety_profile,
+    }
+    if row is None:
+        row = Action(action_id=action_id, created_at=now, updated_at=now, **values)
+        session.add(row)
+        await session.flush()
+        return row, True
+    if any(getattr(row, k) != v for k, v in values.items()):
+        for key, value in values.items():
+            setattr(row, key, value)
+        row.updated_at = now
+    await session.flush()
+    return row, False
+
+
+# --- plans ------------------------------------------------------------------------------
+
+
+async def get_plan(session: AsyncSession, plan_id: str) -> Plan | None:
+    return await session.get(Plan, plan_id)
+
+
+async def insert_plan(session: AsyncSession, plan: Plan) -> None:
+    session.add(plan)
+    await session.flush()
+
+
+async def list_plans(
+    session: AsyncSession,
+    *,
+    action_id: str | None,
+    project: str | None,
+    before: tuple[datetime, str] | None,
+    limit: int,
+) -> list[Plan]:
+    query = select(Plan).order_by(Plan.created_at.desc(), Plan.plan_id.desc()).limit(limit)
+    if action_id is not None:
+        query = query.where(Plan.action_id == action_id)
+    if project is not None:
+        query = query.where(Plan.project == project)
+    if before is not None:
+        created_at, plan_id = before
+        query = query.where(
+            (Plan.created_at < created_at)
+            | ((Plan.created_at == created_at) & (Plan.plan_id < plan_id))
+        )
+    return list((await session.scalars(query)).all())
+
+
+async def set_plan_state(session: AsyncSession, plan: Plan, state: str) -> None:
+    plan.state, plan.updated_at = state, utcnow()
+    await session.flush()

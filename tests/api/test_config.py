@@ -1,0 +1,105 @@
+"""Named profiles with versions, global config, projects and actions."""
+
+STRICT = {"require_sandbox": True, "allow_unsafe_tools": False, "max_retries_per_step": 1}
+
+
+async def test_profile_versions_increase_and_identical_put_creates_none(client):
+    r = await client.put("/v1/profiles/strict", json={"description": "d", "safety": STRICT})
+    assert r.status_code == 201
+    assert r.json()["version"] == 1
+    assert r.json()["safety"]["max_retries_per_step"] == 1
+    r = await client.put("/v1/profiles/strict", json={"description": "d", "safety": STRICT})
+    assert r.status_code == 200 and r.json()["version"] == 1
+    r = await client.put("/v1/profiles/strict",
+                         json={"description": "d", "safety": {**STRICT, "max_retries_per_step": 5}})
+    assert r.status_code == 200 and r.json()["version"] == 2
+    versions = (await client.get("/v1/profiles/strict/versions")).json()["items"]
+    assert [v["version"] for v in versions] == [1, 2]
+    assert versions[0]["safety"]["max_retries_per_step"] == 1
+    listed = (await client.get("/v1/profiles")).json()["items"]
+    assert [p["name"] for p in listed] == ["strict"]
+
+
+async def test_profile_defaults_are_filled(client):
+    r = await client.put("/v1/profiles/empty", json={})
+    assert r.status_code == 201
+    assert r.json()["safety"] == {
+        "require_sandbox": True, "require_checkpoints": True, "allow_unsafe_tools": False,
+        "require_human_approval": False, "allowed_skill_categories": [],
+        "max_cost_per_plan": None, "max_retries_per_step": 3, "max_total_cost": None,
+    }
+
+
+async def test_unknown_profile_is_404(client):
+    r = await client.get("/v1/profiles/nope")
+    assert r.status_code == 404
+    assert r.json()["error"]["code"] == "not_found"
+    assert (await client.get("/v1/profiles/nope/versions")).status_code == 404
+    assert (await client.delete("/v1/profiles/nope")).status_code == 404
+
+
+async def test_delete_profile_in_use_is_409_naming_users(client):
+    await client.put("/v1/profiles/p1", json={})
+    await client.put("/v1/config", json={"automation_profile": "p1"})
+    await client.put("/v1/projects/proj", json={"automation_profile": "p1"})
+    await client.put("/v1/actions/a1", json={"automation_profile": "p1"})
+    r = await client.delete("/v1/profiles/p1")
+    assert r.status_code == 409
+    details = r.json()["error"]["details"]
+    assert details["config"] is True
+    assert details["projects"] == ["proj"]
+    assert details["actions"] == ["a1"]
+    assert (await client.get("/v1/profiles/p1")).status_code == 200
+
+    await client.put("/v1/config", json={"automation_profile": None})
+    await client.put("/v1/projects/proj", json={"automation_profile": None})
+    await client.put("/v1/actions/a1", json={})
+    assert (await client.delete("/v1/profiles/p1")).status_code == 204
+    assert (await client.get("/v1/profiles/p1")).status_code == 404
+
+
+async def test_delete_then_recreate_continues_versions(client):
+    await client.put("/v1/profiles/p", json={})
+    await client.delete("/v1/profiles/p")
+    r = await client.put("/v1/profiles/p", json={"description": "again"})
+    assert r.status_code == 201 and r.json()["version"] == 2
+
+
+async def test_config_project_action_roundtrip(client):
+    assert (await client.get("/v1/config")).json()["automation_profile"] is None
+    await client.put("/v1/profiles/base", json={})
+    r = await client.put("/v1/config", json={"automation_profile": "base"})
+    assert r.status_code == 200 and r.json()["automation_profile"] == "base"
+    r = await client.put("/v1/projects/web", json={"automation_profile": "base"})
+    assert r.status_code == 201
+    assert (await client.put("/v1/projects/web", json={})).status_code == 200
+    assert (await client.get("/v1/projects/web")).json()["automation_profile"] is None
+    assert (await client.get("/v1/projects/other")).status_code == 404
+    r = await client.put("/v1/actions/deploy", json={
+        "project": "web", "read_only": True, "safety_profile": {"require_sandbox": False}})
+    assert r.status_code == 201
+    body = (await client.get("/v1/actions/deploy")).json()
+    assert body["read_only"] is True and body["project"] == "web"
+    assert body["safety_profile"]["require_sandbox"] is False
+    assert (await client.get("/v1/actions/missing")).status_code == 404
+
+
+async def test_naming_a_missing_profile_is_422_and_changes_nothing(client):
+    for path, body in [
+        ("/v1/config", {"automation_profile": "ghost"}),
+        ("/v1/projects/p", {"automation_profile": "ghost"}),
+        ("/v1/actions/a", {"automation_profile": "ghost"}),
+    ]:
+        r = await client.put(path, json=body)
+        assert r.status_code == 422, path
+        assert "ghost" in r.json()["error"]["message"]
+        assert r.json()["error"]["details"]["profile"] == "ghost"
+    assert (await client.get("/v1/config")).json()["automation_profile"] is None
+    assert (await client.get("/v1/projects/p")).status_code == 404
+    assert (await client.get("/v1/actions/a")).status_code == 404
+
+
+async def test_action_with_both_profile_kinds_is_422(client):
+    await client.put("/v1/profiles/x", json={})
+    r = await client.put("/v1/actions/a", json={"automation_profile": "x", "safety_profile": {}})
+    assert r.status_code == 422

@@ -1,0 +1,96 @@
+"""Databases built by the migrations, one fresh database per test, on SQLite and Postgres.
+
+A template is migrated once per session (alembic upgrade head, never create_all); each
+test gets a copy (a file copy on SQLite, CREATE DATABASE ... TEMPLATE on Postgres), so no
+test sees another's rows. Postgres tests skip with a reason when no server answers, unless
+TOOLGATE_REQUIRE_POSTGRES=1 (CI), where a missing Postgres is a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+
+from app.config import Settings
+from app.main import create_app
+from app.store import migrate
+
+PG_DSN = os.environ.get("TOOLGATE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+PG_TEMPLATE = "toolgate_test_template"
+REQUIRE_PG = os.environ.get("TOOLGATE_REQUIRE_POSTGRES") == "1"
+
+
+def _pg_url(database: str) -> str:
+    base = PG_DSN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+asyncpg://", 1)
+    return f"{base}/{database}"
+
+
+async def _pg_admin(sql: str) -> None:
+    conn = await asyncpg.connect(PG_DSN, timeout=5)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("template") / "template.db"
+    migrate.upgrade(f"sqlite+aiosqlite:///{path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def pg_template() -> str | None:
+    try:
+        asyncio.run(_pg_admin("SELECT 1"))
+    except Exception as exc:
+        if REQUIRE_PG:
+            pytest.fail(f"Postgres is required (TOOLGATE_REQUIRE_POSTGRES=1) but: {exc}")
+        return None
+    asyncio.run(_pg_admin(f"DROP DATABASE IF EXISTS {PG_TEMPLATE} WITH (FORCE)"))
+    asyncio.run(_pg_admin(f"CREATE DATABASE {PG_TEMPLATE}"))
+    migrate.upgrade(_pg_url(PG_TEMPLATE))
+    return PG_TEMPLATE
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path,
+                 sqlite_template: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        path = tmp_path / "toolgate.db"
+        shutil.copyfile(sqlite_template, path)
+        yield f"sqlite+aiosqlite:///{path}"
+        return
+    template = request.getfixturevalue("pg_template")
+    if template is None:
+        pytest.skip(f"Postgres not reachable at {PG_DSN} (set TOOLGATE_REQUIRE_POSTGRES=1 to fail)")
+    name = f"toolgate_test_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_pg_admin(f"CREATE DATABASE {name} TEMPLATE {template}"))
+    try:
+        yield _pg_url(name)
+    finally:
+        asyncio.run(_pg_admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(database_url=database_url)
+
+
+@pytest.fixture
+async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://toolgate") as c:
+            c.app = app  # type: ignore[attr-defined]
+            yield c
