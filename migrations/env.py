@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.config import Settings
-from app.store.tables import metadata
+from app.store.schema import metadata
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logging", True):

@@ -1,0 +1,6 @@
+"""Every table module, imported once so `metadata` is complete (Alembic env and tests)."""
+
+from app.store import tables  # noqa: F401
+from app.store.tables import metadata
+
+__all__ = ["metadata"]
