@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./toolgate.db"
 
@@ -22,6 +24,30 @@ class Settings(BaseSettings):
     plan_cache_size: int = Field(default=100_000, ge=0)
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     db_pool_size: int = Field(default=10, ge=1)
+    # How stale the tool registry may be on a replica (app/registry.py states the bound).
+    registry_ttl_seconds: float = Field(default=1.0, ge=0)
+
+    # Decision log. Disabling it breaks "no record, no allow"; it exists to measure what
+    # durability costs (bench/), not for production.
+    decision_log_enabled: bool = True
+    decision_log_max_batch: int = Field(default=512, ge=1, le=10_000)
+    decision_log_timeout_seconds: float = Field(default=5.0, gt=0)
+    # Keys of context.metadata, context.variables and tool.args whose values are replaced
+    # by "[masked]" before a record is stored (case-insensitive; comma-separated in the env).
+    masked_keys: Annotated[list[str], NoDecode] = Field(default_factory=lambda: [
+        "password", "secret", "token", "api_key", "apikey", "authorization", "cookie",
+    ])
+
+    @field_validator("masked_keys", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @property
+    def masked(self) -> frozenset[str]:
+        return frozenset(k.lower() for k in self.masked_keys)
 
     @property
     def is_sqlite(self) -> bool:

@@ -1,26 +1,50 @@
-"""One authorize decision: gather the plan's lock and the registry's word, run the core.
-
-This is the hot path. On a known plan it reads nothing from the database.
-"""
+"""One authorize decision: gather the plan's lock and the registry's word, run the core,
+and build the log record. This is the hot path: on a known plan it reads nothing from the
+database (the lock is cached; the registry is cached with a bounded staleness)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from time import perf_counter
 from typing import Any
 
 from uuid_utils import uuid7
 
 from app.api.schemas import AuthorizeIn
+from app.decisions.records import mask, new_record
 from app.plans import PlanCache, load_lock
 from app.policy.checks import evaluate
-from app.policy.model import Layer
+from app.policy.model import Layer, Tool
 
 
 def new_decision_id() -> str:
-    """Time-ordered (UUIDv7), so the decision log sorts by id as it sorts by time."""
+    """Time-ordered (UUIDv7), so decision ids sort the way decisions happened."""
     return str(uuid7())
 
 
-async def decide(request: AuthorizeIn, *, sessions: Any, cache: PlanCache) -> dict[str, Any]:
+INLINE = {"provenance": "inline", "name": None, "version": None, "is_default": False}
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who asked, for the log: the caller's X-Request-ID and key id (once keys exist)."""
+
+    request_id: str | None = None
+    key_id: str | None = None
+
+
+async def decide(
+    request: AuthorizeIn,
+    *,
+    sessions: Any,
+    cache: PlanCache,
+    masked: frozenset[str] = frozenset(),
+    caller: Caller = Caller(),
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Returns (response body, log record). Raises NotFound / MissingCapability for input
+    the caller must fix; those are never decisions."""
+    started = perf_counter()
+    project = action_id = None
     if request.plan_id is not None:
         lock = cache.get(request.plan_id)
         if lock is None:
@@ -30,12 +54,10 @@ async def decide(request: AuthorizeIn, *, sessions: Any, cache: PlanCache) -> di
         summary: dict[str, Any] | None = lock.summary
         label: str | None = lock.plan_id
         stored_read_only = lock.read_only
+        project, action_id = lock.project, lock.action_id
     else:
         profile = request.safety_profile
-        summary = (
-            {"provenance": "inline", "name": None, "version": None, "is_default": False}
-            if profile is not None else None
-        )
+        summary = INLINE if profile is not None else None
         label = request.context.plan_id
         stored_read_only = False
 
@@ -43,11 +65,52 @@ async def decide(request: AuthorizeIn, *, sessions: Any, cache: PlanCache) -> di
     context = request.core_context(plan_id=label, stored_read_only=stored_read_only)
     verdict = evaluate(tool, context, profile, layer=Layer(request.layer),
                        explain=request.explain)
-    return {
-        "decision_id": new_decision_id(),
+    deny = verdict.deny
+    decision_id = new_decision_id()
+    response = {
+        "decision_id": decision_id,
         "allowed": verdict.allowed,
-        "deny": verdict.deny.as_dict() if verdict.deny is not None else None,
+        "deny": deny.as_dict() if deny is not None else None,
         "plan_id": label,
         "profile": summary,
         "checks": [c.as_dict() for c in verdict.checks] if verdict.checks is not None else None,
     }
+    record = new_record(
+        "authorize", decision_id,
+        project=project, plan_id=label, action_id=action_id, tool=tool.name,
+        allowed=verdict.allowed,
+        code=deny.code if deny else None, error=deny.error if deny else None,
+        check=deny.check if deny else None,
+        provenance=summary["provenance"] if summary else None,
+        profile_name=summary["name"] if summary else None,
+        profile_version=summary["version"] if summary else None,
+        latency_ms=round((perf_counter() - started) * 1000, 3),
+        request_id=caller.request_id, key_id=caller.key_id,
+        detail=_detail(request, tool, context_masked=masked, deny=deny,
+                       stateless=request.plan_id is None),
+    )
+    return response, record
+
+
+def _detail(request: AuthorizeIn, tool: Tool, *, context_masked: frozenset[str], deny: Any,
+            stateless: bool) -> dict[str, Any]:
+    ctx = request.context
+    detail: dict[str, Any] = {
+        "layer": request.layer,
+        "tool": {
+            "writes": tool.writes, "checkpointable": tool.checkpointable,
+            "unsafe": tool.unsafe, "destructive": tool.destructive,
+            "skill_category": tool.skill_category, "registered": tool.registered,
+            "args": mask(tool.args, context_masked),
+        },
+        "context": {
+            **ctx.model_dump(exclude={"metadata", "variables"}),
+            "metadata": mask(ctx.metadata, context_masked),
+            "variables": mask(ctx.variables, context_masked),
+        },
+        "message": deny.message if deny else None,
+        "deny_details": deny.details if deny else None,
+    }
+    if stateless and request.safety_profile is not None:
+        detail["safety_profile"] = request.safety_profile.as_dict()
+    return detail

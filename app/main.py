@@ -12,10 +12,15 @@ from app.api.deps import AppState
 from app.api.middleware import BodyLimit
 from app.api.routes_config import router as config_router
 from app.api.routes_decide import batch_router, router as decide_router
+from app.api.routes_decisions import router as decisions_router
 from app.api.routes_health import router as health_router
 from app.api.routes_plans import router as plans_router
+from app.api.routes_registry import router as registry_router
+from app.api.routes_registry import safety_test_router
 from app.config import Settings
+from app.decisions.log import DecisionLog
 from app.plans import PlanCache
+from app.registry import RegistryCache
 from app.store import migrate
 from app.store.engine import make_engine, make_sessionmaker
 
@@ -30,22 +35,35 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         engine = make_engine(settings)
+        sessions = make_sessionmaker(engine)
+        decision_log = (
+            DecisionLog(sessions, max_batch=settings.decision_log_max_batch,
+                        timeout=settings.decision_log_timeout_seconds)
+            if settings.decision_log_enabled else None
+        )
+        if decision_log is not None:
+            decision_log.start()
         app.state.toolgate = AppState(
             settings=settings,
             engine=engine,
-            sessions=make_sessionmaker(engine),
+            sessions=sessions,
             plan_cache=PlanCache(settings.plan_cache_size),
             schema_head=migrate.head(settings.database_url),
+            registry=RegistryCache(ttl=settings.registry_ttl_seconds),
+            decision_log=decision_log,
         )
         try:
             yield
         finally:
+            if decision_log is not None:
+                await decision_log.close()
             await engine.dispose()
 
     app = FastAPI(title="toolgate", version="0.1.0", description=DESCRIPTION,
                   lifespan=lifespan)
     handlers.install(app)
-    for router in (health_router, decide_router, batch_router, plans_router, config_router):
+    for router in (health_router, decide_router, batch_router, plans_router, config_router,
+                   registry_router, safety_test_router, decisions_router):
         app.include_router(router)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     return app

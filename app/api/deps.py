@@ -11,7 +11,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.api.schemas import NAME_PATTERN, PROFILE_NAME_PATTERN
 from app.config import Settings
+from app.decide import Caller
+from app.decisions.log import DecisionLog
 from app.plans import PlanCache
+from app.registry import RegistryCache
 
 
 @dataclass
@@ -21,6 +24,8 @@ class AppState:
     sessions: async_sessionmaker
     plan_cache: PlanCache
     schema_head: str | None
+    registry: RegistryCache
+    decision_log: DecisionLog | None
 
 
 def get_state(request: Request) -> AppState:
@@ -35,7 +40,15 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
         yield session
 
 
+def get_caller(request: Request) -> Caller:
+    return Caller(
+        request_id=request.headers.get("x-request-id", "")[:200] or None,
+        key_id=getattr(request.state, "key_id", None),
+    )
+
+
 State = Annotated[AppState, Depends(get_state)]
-Session = Annotated[AsyncSession, Depends(get_session)]
+Session = Annotated[AsyncSession, Depends(get_session, scope="function")]
+CallerDep = Annotated[Caller, Depends(get_caller)]
 ProfileNameParam = Annotated[str, Path(pattern=PROFILE_NAME_PATTERN)]
 NameParam = Annotated[str, Path(pattern=NAME_PATTERN)]

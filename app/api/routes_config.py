@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.api.deps import NameParam, ProfileNameParam, Session
+from app.api.deps import CallerDep, NameParam, ProfileNameParam, Session
 from app.api.middleware import JSONRoute
 from app.api.schemas import (
     ActionIn,
@@ -18,6 +18,7 @@ from app.api.schemas import (
     ProfileVersionList,
     ProjectOut,
 )
+from app.decisions.audit import audit_change
 from app.errors import Conflict, InvalidInput, NotFound
 from app.store import repo
 
@@ -33,6 +34,10 @@ async def require_profile(session: AsyncSession, name: str | None, field: str) -
         )
 
 
+def _versioned(row) -> dict:  # type: ignore[no-untyped-def]
+    return {"description": row.description, "safety": row.safety, "version": row.version}
+
+
 def _profile(row) -> dict:  # type: ignore[no-untyped-def]
     return {"name": row.name, "description": row.description, "safety": row.safety,
             "version": row.version, "created_at": row.created_at, "updated_at": row.updated_at}
@@ -41,10 +46,16 @@ def _profile(row) -> dict:  # type: ignore[no-untyped-def]
 @router.put("/profiles/{name}", response_model=ProfileOut, status_code=200,
             responses={201: {"model": ProfileOut, "description": "Created"}})
 async def put_profile(name: ProfileNameParam, body: ProfileIn, session: Session,
-                      response: Response) -> dict:
-    row, created, _ = await repo.put_profile(
+                      response: Response, caller: CallerDep) -> dict:
+    existing = await repo.get_profile(session, name)
+    before = _versioned(existing) if existing else None
+    row, created, changed = await repo.put_profile(
         session, name, description=body.description, safety=body.safety.as_dict()
     )
+    if changed:
+        await audit_change(session, caller, resource="profile", name=name,
+                           operation="create" if created else "update",
+                           before=before, after=_versioned(row))
     response.status_code = 201 if created else 200
     return _profile(row)
 
@@ -74,7 +85,8 @@ async def list_profile_versions(name: ProfileNameParam, session: Session) -> dic
 
 
 @router.delete("/profiles/{name}", status_code=204)
-async def delete_profile(name: ProfileNameParam, session: Session) -> Response:
+async def delete_profile(name: ProfileNameParam, session: Session,
+                         caller: CallerDep) -> Response:
     row = await repo.get_profile(session, name)
     if row is None:
         raise NotFound(f"profile '{name}' does not exist", profile=name)
@@ -87,7 +99,10 @@ async def delete_profile(name: ProfileNameParam, session: Session) -> Response:
         )
         raise Conflict(f"profile '{name}' is still named by {named}", code="profile_in_use",
                        profile=name, **refs)
+    before = _versioned(row)
     await repo.delete_profile(session, row)
+    await audit_change(session, caller, resource="profile", name=name, operation="delete",
+                       before=before, after=None)
     return Response(status_code=204)
 
 
@@ -100,9 +115,15 @@ async def get_config(session: Session) -> dict:
 
 
 @router.put("/config", response_model=ConfigOut)
-async def put_config(body: ProfileChoice, session: Session) -> dict:
+async def put_config(body: ProfileChoice, session: Session, caller: CallerDep) -> dict:
     await require_profile(session, body.automation_profile, "automation_profile")
+    existing = await repo.get_config(session)
+    before = existing.automation_profile if existing else None
     row = await repo.put_config(session, body.automation_profile)
+    if existing is None or before != row.automation_profile:
+        await audit_change(session, caller, resource="config", name=None, operation="update",
+                           before={"automation_profile": before},
+                           after={"automation_profile": row.automation_profile})
     return {"automation_profile": row.automation_profile, "updated_at": row.updated_at}
 
 
@@ -114,9 +135,16 @@ def _project(row) -> dict:  # type: ignore[no-untyped-def]
 @router.put("/projects/{project}", response_model=ProjectOut,
             responses={201: {"model": ProjectOut, "description": "Created"}})
 async def put_project(project: NameParam, body: ProfileChoice, session: Session,
-                      response: Response) -> dict:
+                      response: Response, caller: CallerDep) -> dict:
     await require_profile(session, body.automation_profile, "automation_profile")
+    existing = await repo.get_project(session, project)
+    before = {"automation_profile": existing.automation_profile} if existing else None
     row, created = await repo.put_project(session, project, body.automation_profile)
+    after = {"automation_profile": row.automation_profile}
+    if before != after:
+        await audit_change(session, caller, resource="project", name=project, project=project,
+                           operation="create" if created else "update",
+                           before=before, after=after)
     response.status_code = 201 if created else 200
     return _project(row)
 
@@ -138,15 +166,27 @@ def _action(row) -> dict:  # type: ignore[no-untyped-def]
 @router.put("/actions/{action_id}", response_model=ActionOut,
             responses={201: {"model": ActionOut, "description": "Created"}})
 async def put_action(action_id: NameParam, body: ActionIn, session: Session,
-                     response: Response) -> dict:
+                     response: Response, caller: CallerDep) -> dict:
     await require_profile(session, body.automation_profile, "automation_profile")
+    existing = await repo.get_action(session, action_id)
+    before = _action_config(existing) if existing else None
     row, created = await repo.put_action(
         session, action_id, project=body.project, read_only=body.read_only,
         automation_profile=body.automation_profile,
         safety_profile=body.safety_profile.as_dict() if body.safety_profile else None,
     )
+    after = _action_config(row)
+    if before != after:
+        await audit_change(session, caller, resource="action", name=action_id,
+                           project=row.project, operation="create" if created else "update",
+                           before=before, after=after)
     response.status_code = 201 if created else 200
     return _action(row)
+
+
+def _action_config(row) -> dict:  # type: ignore[no-untyped-def]
+    return {"project": row.project, "read_only": row.read_only,
+            "automation_profile": row.automation_profile, "safety_profile": row.safety_profile}
 
 
 @router.get("/actions/{action_id}", response_model=ActionOut)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import orjson
 from fastapi import APIRouter, Response
 
-from app.api.deps import State
+from app.api.deps import CallerDep, State
 from app.api.middleware import BatchRoute, JSONRoute
 from app.api.schemas import AuthorizeBatchIn, AuthorizeIn, DecisionBatchOut, DecisionOut
 from app.decide import decide
+from app.decisions.audit import record_decisions
+from app.policy.checks import MissingCapability
 from app.policy.errors import errors_document
 
 router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["decisions"])
@@ -21,18 +23,31 @@ def _json(body: object) -> Response:
 
 @router.post("/authorize-tool", response_model=DecisionOut,
              summary="May this tool run, in this plan, with this context?")
-async def authorize_tool(body: AuthorizeIn, state: State) -> Response:
-    """A deny is a successful decision (HTTP 200 with `allowed: false` and `deny`)."""
-    return _json(await decide(body, sessions=state.sessions, cache=state.plan_cache))
+async def authorize_tool(body: AuthorizeIn, state: State, caller: CallerDep) -> Response:
+    """A deny is a successful decision (HTTP 200 with `allowed: false` and `deny`).
+    The answer is sent only once the decision is recorded; otherwise 503."""
+    response, record = await decide(body, sessions=state.sessions, cache=state.plan_cache,
+                                    masked=state.settings.masked, caller=caller)
+    await record_decisions(state.decision_log, [record])
+    return _json(response)
 
 
 @batch_router.post("/authorize-tools", response_model=DecisionBatchOut,
                    summary="Up to 100 decisions, answered in order")
-async def authorize_tools(body: AuthorizeBatchIn, state: State) -> Response:
-    """Body `{"requests": [...]}` (or a bare JSON list); answer `{"items": [...]}` in order."""
-    items = [await decide(r, sessions=state.sessions, cache=state.plan_cache)
-             for r in body.requests]
-    return _json({"items": items})
+async def authorize_tools(body: AuthorizeBatchIn, state: State,
+                          caller: CallerDep) -> Response:
+    """Body `{"requests": [...]}` (or a bare JSON list); answer `{"items": [...]}` in order.
+    The batch is all-or-nothing: an item that is not a valid request fails the whole batch
+    (the error names its index), and the answer is sent once every item is recorded."""
+    decided = []
+    for index, item in enumerate(body.requests):
+        try:
+            decided.append(await decide(item, sessions=state.sessions, cache=state.plan_cache,
+                                        masked=state.settings.masked, caller=caller))
+        except MissingCapability as missing:
+            raise MissingCapability([f"requests.{index}.{f}" for f in missing.fields]) from None
+    await record_decisions(state.decision_log, [record for _, record in decided])
+    return _json({"items": [response for response, _ in decided]})
 
 
 @router.get("/errors", summary="The error hierarchy and deny codes")

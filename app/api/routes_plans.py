@@ -10,9 +10,10 @@ from uuid import uuid4
 import orjson
 from fastapi import APIRouter, Query, Response
 
-from app.api.deps import NameParam, Session, State
+from app.api.deps import CallerDep, NameParam, Session, State
 from app.api.middleware import JSONRoute
 from app.api.schemas import NAME_PATTERN, PlanIn, PlanList, PlanOut, ResolveIn, ResolveOut
+from app.decisions.audit import audit_change, record_in_transaction
 from app.errors import Conflict, InvalidInput, NotFound
 from app.plans import (
     PlanLock,
@@ -31,7 +32,8 @@ router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["plans"])
 @router.post("/plans", response_model=PlanOut, status_code=201,
              responses={200: {"model": PlanOut, "description": "The same request again"},
                         409: {"description": "plan_id exists with a different request"}})
-async def create_plan(body: PlanIn, session: Session, state: State, response: Response) -> dict:
+async def create_plan(body: PlanIn, session: Session, response: Response,
+                      caller: CallerDep) -> dict:
     plan, created = await use_plan(
         session,
         plan_id=body.plan_id or str(uuid4()),
@@ -40,6 +42,14 @@ async def create_plan(body: PlanIn, session: Session, state: State, response: Re
         safety_profile=body.safety_profile,
         generated_id=body.plan_id is None,
     )
+    if created:
+        await record_in_transaction(
+            session, caller, "plan", project=plan.project, plan_id=plan.plan_id,
+            action_id=plan.action_id, provenance=plan.provenance,
+            profile_name=plan.profile_name, profile_version=plan.profile_version,
+            detail={"safety_profile": plan.safety, "read_only": plan.read_only,
+                    "is_default": plan.is_default, "request": plan.request},
+        )
     response.status_code = 201 if created else 200
     return plan_out(plan)
 
@@ -85,7 +95,8 @@ async def get_plan(plan_id: NameParam, session: Session) -> dict:
     return plan_out(plan)
 
 
-async def _transition(plan_id: str, transition: str, target: str, session: Session) -> dict:
+async def _transition(plan_id: str, transition: str, target: str, session: Session,
+                      caller: CallerDep) -> dict:
     plan = await repo.get_plan(session, plan_id)
     if plan is None:
         raise NotFound(f"plan '{plan_id}' does not exist", plan_id=plan_id)
@@ -96,20 +107,23 @@ async def _transition(plan_id: str, transition: str, target: str, session: Sessi
             code="plan_read_only", error="PlanReadOnlyError", hierarchy=["PlanReadOnlyError"],
             plan_id=plan_id, transition=transition,
         )
+    before = plan.state
     await repo.set_plan_state(session, plan, target)
+    await audit_change(session, caller, resource="plan", name=plan_id, project=plan.project,
+                       operation=transition, before={"state": before}, after={"state": target})
     return plan_out(plan)
 
 
 @router.post("/plans/{plan_id}/execute", response_model=PlanOut,
              responses={409: {"description": "PlanReadOnlyError (code plan_read_only)"}})
-async def execute_plan(plan_id: NameParam, session: Session) -> dict:
-    return await _transition(plan_id, "execute", "executing", session)
+async def execute_plan(plan_id: NameParam, session: Session, caller: CallerDep) -> dict:
+    return await _transition(plan_id, "execute", "executing", session, caller)
 
 
 @router.post("/plans/{plan_id}/lifecycle-apply", response_model=PlanOut,
              responses={409: {"description": "PlanReadOnlyError (code plan_read_only)"}})
-async def lifecycle_apply(plan_id: NameParam, session: Session) -> dict:
-    return await _transition(plan_id, "lifecycle-apply", "applied", session)
+async def lifecycle_apply(plan_id: NameParam, session: Session, caller: CallerDep) -> dict:
+    return await _transition(plan_id, "lifecycle-apply", "applied", session, caller)
 
 
 def _lock_out(lock: PlanLock) -> dict:
@@ -117,9 +131,13 @@ def _lock_out(lock: PlanLock) -> dict:
 
 
 @router.post("/resolve", response_model=ResolveOut)
-async def resolve(body: ResolveIn, session: Session, state: State) -> dict:
+async def resolve(body: ResolveIn, session: Session, state: State, caller: CallerDep) -> dict:
     if body.plan_id is not None:
-        return _lock_out(await load_lock(session, state.plan_cache, body.plan_id))
+        lock = await load_lock(session, state.plan_cache, body.plan_id)
+        answer = _lock_out(lock)
+        await _record_resolve(session, caller, body, answer, project=lock.project,
+                              plan_id=lock.plan_id, action_id=lock.action_id)
+        return answer
     action = None
     project = body.project
     if body.action_id is not None:
@@ -136,4 +154,19 @@ async def resolve(body: ResolveIn, session: Session, state: State) -> dict:
         session, plan=plan_level(body.automation_profile, body.safety_profile),
         action=action, project=project,
     )
-    return {"safety_profile": resolved.safety.as_dict(), **resolved.summary()}
+    answer = {"safety_profile": resolved.safety.as_dict(), **resolved.summary()}
+    await _record_resolve(session, caller, body, answer, project=project, plan_id=None,
+                          action_id=body.action_id)
+    return answer
+
+
+async def _record_resolve(session: Session, caller: CallerDep, body: ResolveIn, answer: dict,
+                          *, project: str | None, plan_id: str | None,
+                          action_id: str | None) -> None:
+    await record_in_transaction(
+        session, caller, "resolve", project=project, plan_id=plan_id, action_id=action_id,
+        provenance=answer["provenance"], profile_name=answer["name"],
+        profile_version=answer["version"],
+        detail={"request": body.model_dump(exclude_none=True, mode="json"),
+                "safety_profile": answer["safety_profile"], "is_default": answer["is_default"]},
+    )

@@ -30,7 +30,8 @@ def normalise(path: str) -> str:
 
 
 def _inside(root: str, candidate: str) -> bool:
-    joined = normalise(posixpath.join(root, candidate))
+    # Backslashes are separators before the join too: "\\etc" is absolute, like "/etc".
+    joined = normalise(posixpath.join(root, candidate.replace("\\", "/")))
     return joined == root or joined.startswith(root.rstrip("/") + "/")
 
 

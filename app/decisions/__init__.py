@@ -1,0 +1,1 @@
+"""The durable decision log: group-commit writer, hash chain, queries, export, verify."""

@@ -1,0 +1,90 @@
+"""The hash chain, as pure functions shared by the service and offline verification.
+
+Each record carries `prev_hash` (the hash of the record before it in `seq` order) and
+`hash` = SHA-256 over the canonical JSON of every other field of the record. Canonical JSON:
+keys sorted, no whitespace, UTF-8 (orjson with OPT_SORT_KEYS). The first record ever
+written has prev_hash GENESIS.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+GENESIS = "0" * 64
+
+
+def canonical(record: dict[str, Any]) -> bytes:
+    return orjson.dumps({k: v for k, v in record.items() if k != "hash"},
+                        option=orjson.OPT_SORT_KEYS)
+
+
+def record_hash(record: dict[str, Any]) -> str:
+    return hashlib.sha256(canonical(record)).hexdigest()
+
+
+@dataclass
+class VerifyResult:
+    ok: bool
+    checked: int
+    first_bad: dict[str, Any] | None
+    head: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "checked": self.checked, "first_bad": self.first_bad,
+                "head": self.head}
+
+
+class Verifier:
+    """Feed records in seq order; the first altered, removed or reordered one is reported.
+
+    `anchor` is (seq, hash) of the record just before the first one fed: the prune anchor,
+    the record before a time range, or (0, GENESIS) for a whole log. Without an anchor the
+    first record's own seq and prev_hash are trusted (an export that starts mid-log).
+    """
+
+    def __init__(self, anchor: tuple[int, str] | None = None) -> None:
+        self.checked = 0
+        self.first_bad: dict[str, Any] | None = None
+        self.head: str | None = anchor[1] if anchor else None
+        self._seq = anchor[0] + 1 if anchor else None
+        self._prev = anchor[1] if anchor else None
+
+    def feed(self, record: dict[str, Any]) -> bool:
+        """Returns False once a bad record was found (stop feeding)."""
+        if self.first_bad is not None:
+            return False
+        seq = record.get("seq")
+        problem = None
+        if record_hash(record) != record.get("hash"):
+            problem = "hash does not match the record's content (altered)"
+        elif self._seq is not None and seq != self._seq:
+            gap = isinstance(seq, int) and seq > self._seq
+            problem = (f"expected seq {self._seq}, found {seq} "
+                       f"({'records removed' if gap else 'records reordered'})")
+        elif self._prev is not None and record.get("prev_hash") != self._prev:
+            problem = "prev_hash is not the previous record's hash (removed or reordered)"
+        if problem:
+            self.first_bad = {"seq": seq, "decision_id": record.get("decision_id"),
+                              "reason": problem}
+            return False
+        self.checked += 1
+        self.head = self._prev = record["hash"]
+        self._seq = seq + 1
+        return True
+
+    def result(self) -> VerifyResult:
+        return VerifyResult(self.first_bad is None, self.checked, self.first_bad, self.head)
+
+
+def verify(records: Iterable[dict[str, Any]],
+           *, anchor: tuple[int, str] | None = None) -> VerifyResult:
+    verifier = Verifier(anchor)
+    for record in records:
+        if not verifier.feed(record):
+            break
+    return verifier.result()

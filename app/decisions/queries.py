@@ -1,0 +1,207 @@
+"""Reading the log: filtered pages, one record, stats, export and verification."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+from sqlalchemy import Select, case, func, literal_column, select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.decisions.chain import Verifier, VerifyResult
+from app.decisions.records import iso
+from app.decisions.tables import ChainHead, LogRecord
+
+DECISION_KINDS = ("authorize", "screen", "plan", "resolve")
+EXPORT_CHUNK = 1000
+
+
+def to_record(row: LogRecord) -> dict[str, Any]:
+    """The record exactly as it was hashed (and as it is exported)."""
+    return {
+        "seq": row.seq, "decision_id": row.decision_id, "kind": row.kind,
+        "created_at": iso(row.created_at), "project": row.project, "plan_id": row.plan_id,
+        "action_id": row.action_id, "tool": row.tool, "allowed": row.allowed,
+        "code": row.code, "error": row.error, "check": row.check,
+        "provenance": row.provenance, "profile_name": row.profile_name,
+        "profile_version": row.profile_version, "latency_ms": row.latency_ms,
+        "request_id": row.request_id, "key_id": row.key_id,
+        "detail": orjson.loads(row.detail), "prev_hash": row.prev_hash, "hash": row.hash,
+    }
+
+
+@dataclass
+class Filters:
+    since: datetime | None = None
+    until: datetime | None = None
+    project: str | None = None
+    plan_id: str | None = None
+    action_id: str | None = None
+    tool: str | None = None
+    allowed: bool | None = None
+    code: str | None = None
+    error: str | None = None
+    kind: str | None = None
+    # None = every project; a list = only these (a key's project scope).
+    projects: list[str] | None = None
+
+    def apply(self, query: Select) -> Select:
+        if self.kind is not None:
+            query = query.where(LogRecord.kind == self.kind)
+        else:
+            query = query.where(LogRecord.kind.in_(DECISION_KINDS))
+        for column, value in (
+            (LogRecord.project, self.project), (LogRecord.plan_id, self.plan_id),
+            (LogRecord.action_id, self.action_id), (LogRecord.tool, self.tool),
+            (LogRecord.allowed, self.allowed), (LogRecord.code, self.code),
+            (LogRecord.error, self.error),
+        ):
+            if value is not None:
+                query = query.where(column == value)
+        if self.since is not None:
+            query = query.where(LogRecord.created_at >= self.since)
+        if self.until is not None:
+            query = query.where(LogRecord.created_at < self.until)
+        if self.projects is not None:
+            query = query.where(LogRecord.project.in_(self.projects))
+        return query
+
+
+async def page(session: AsyncSession, filters: Filters, *, before_seq: int | None,
+               limit: int) -> list[LogRecord]:
+    query = filters.apply(select(LogRecord)).order_by(LogRecord.seq.desc()).limit(limit)
+    if before_seq is not None:
+        query = query.where(LogRecord.seq < before_seq)
+    return list((await session.scalars(query)).all())
+
+
+async def get(session: AsyncSession, decision_id: str) -> LogRecord | None:
+    return await session.scalar(select(LogRecord).where(LogRecord.decision_id == decision_id))
+
+
+GROUPS = {"code": LogRecord.code, "tool": LogRecord.tool, "project": LogRecord.project,
+          "allowed": LogRecord.allowed, "error": LogRecord.error, "kind": LogRecord.kind}
+BUCKETS = {"minute": "%Y-%m-%dT%H:%M:00Z", "hour": "%Y-%m-%dT%H:00:00Z",
+           "day": "%Y-%m-%dT00:00:00Z"}
+
+
+def _bucket_expr(dialect: str, bucket: str) -> Any:
+    if dialect == "postgresql":
+        return func.date_trunc(bucket, LogRecord.created_at)
+    return func.strftime(BUCKETS[bucket], LogRecord.created_at)
+
+
+def _counts() -> tuple[Any, Any]:
+    allowed = func.sum(case((LogRecord.allowed.is_(True), 1), else_=0))
+    return func.count(), allowed
+
+
+async def stats(session: AsyncSession, filters: Filters, *, group_by: str | None,
+                bucket: str | None) -> dict[str, Any]:
+    count, allowed = _counts()
+    base = filters.apply(select(count, allowed)).where(LogRecord.allowed.is_not(None))
+    total, allowed_total = (await session.execute(base)).one()
+    answer: dict[str, Any] = {"total": {"count": total, "allowed": allowed_total or 0,
+                                        "denied": total - (allowed_total or 0)}}
+    if group_by is not None:
+        column = GROUPS[group_by]
+        query = (filters.apply(select(column.label("key"), count, allowed))
+                 .where(LogRecord.allowed.is_not(None))
+                 .group_by(column).order_by(count.desc()))
+        answer["groups"] = [
+            {"key": key, "count": n, "allowed": a or 0, "denied": n - (a or 0)}
+            for key, n, a in (await session.execute(query)).all()
+        ]
+    if bucket is not None:
+        expr = _bucket_expr(session.bind.dialect.name, bucket).label("bucket")
+        query = (filters.apply(select(expr, count, allowed))
+                 .where(LogRecord.allowed.is_not(None))
+                 .group_by(literal_column("bucket")).order_by(literal_column("bucket")))
+        answer["series"] = [
+            {"bucket": b if isinstance(b, str) else iso(b), "count": n, "allowed": a or 0,
+             "denied": n - (a or 0)}
+            for b, n, a in (await session.execute(query)).all()
+        ]
+    return answer
+
+
+async def seq_range(session: AsyncSession, since: datetime | None,
+                    until: datetime | None) -> tuple[int, int] | None:
+    """Map a time range onto the contiguous seq range it covers (the chain's order)."""
+    low = select(LogRecord.seq).order_by(LogRecord.created_at, LogRecord.seq).limit(1)
+    high = select(LogRecord.seq).order_by(LogRecord.created_at.desc(),
+                                          LogRecord.seq.desc()).limit(1)
+    if since is not None:
+        low = low.where(LogRecord.created_at >= since)
+        high = high.where(LogRecord.created_at >= since)
+    if until is not None:
+        low = low.where(LogRecord.created_at < until)
+        high = high.where(LogRecord.created_at < until)
+    first, last = await session.scalar(low), await session.scalar(high)
+    if first is None or last is None:
+        return None
+    return min(first, last), max(first, last)
+
+
+async def stream(sessions: async_sessionmaker, since: datetime | None,
+                 until: datetime | None, *, projects: list[str] | None = None
+                 ) -> AsyncIterator[dict[str, Any]]:
+    """Records in chain order, fetched in chunks: memory stays flat for any range."""
+    async with sessions() as session:
+        bounds = await seq_range(session, since, until)
+    if bounds is None:
+        return
+    cursor, last = bounds[0] - 1, bounds[1]
+    while cursor < last:
+        async with sessions() as session:
+            query = (select(LogRecord).where(LogRecord.seq > cursor, LogRecord.seq <= last)
+                     .order_by(LogRecord.seq).limit(EXPORT_CHUNK))
+            if projects is not None:
+                query = query.where(LogRecord.project.in_(projects))
+            rows = list((await session.scalars(query)).all())
+        if not rows:
+            return
+        for row in rows:
+            yield to_record(row)
+        cursor = rows[-1].seq
+
+
+async def verify(sessions: async_sessionmaker, since: datetime | None,
+                 until: datetime | None) -> VerifyResult:
+    async with sessions() as session:
+        head = (await session.execute(select(ChainHead))).scalar_one()
+        bounds = await seq_range(session, since, until)
+        anchor: tuple[int, str] = (head.pruned_seq, head.pruned_hash)
+        if bounds is not None and bounds[0] - 1 > head.pruned_seq:
+            before = await session.scalar(
+                select(LogRecord.hash).where(LogRecord.seq == bounds[0] - 1))
+            # The record before the range is gone (removed): the range starts unanchored
+            # at its expected position, so the gap is reported on the first record.
+            anchor = (bounds[0] - 1, before) if before is not None else (bounds[0] - 1, "")
+    if bounds is None:
+        return VerifyResult(True, 0, None, head.hash)
+    verifier = Verifier(anchor)
+    # Walk by seq from the anchor, so a removed record shows up as a gap.
+    cursor = anchor[0]
+    last = bounds[1] if (since or until) else head.seq
+    while cursor < last and verifier.first_bad is None:
+        async with sessions() as session:
+            rows = list((await session.scalars(
+                select(LogRecord).where(LogRecord.seq > cursor, LogRecord.seq <= last)
+                .order_by(LogRecord.seq).limit(EXPORT_CHUNK))).all())
+        if not rows:
+            break
+        for row in rows:
+            if not verifier.feed(to_record(row)):
+                break
+        cursor = rows[-1].seq
+    result = verifier.result()
+    if result.ok and not (since or until) and verifier.head != head.hash:
+        result.ok = False
+        result.first_bad = {"seq": head.seq, "decision_id": None,
+                            "reason": "the newest records are missing (chain head mismatch)"}
+    result.head = head.hash
+    return result

@@ -1,0 +1,71 @@
+"""Decision log tables: one hash-chained log for decisions and configuration changes."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import BigInteger, Boolean, Float, Index, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.store.tables import Base, UTCDateTime
+
+
+class LogRecord(Base):
+    """A decision (authorize, screen, plan, resolve) or a configuration change.
+
+    `seq` is the chain order, assigned under the chain-head lock, so it is total across
+    processes and replicas. `detail` is the canonical JSON text exactly as it was hashed.
+    """
+
+    __tablename__ = "decision_log"
+
+    seq: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"),
+                                     primary_key=True, autoincrement=False)
+    decision_id: Mapped[str] = mapped_column(String(36), unique=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    project: Mapped[str | None] = mapped_column(String(200))
+    plan_id: Mapped[str | None] = mapped_column(String(200))
+    action_id: Mapped[str | None] = mapped_column(String(200))
+    tool: Mapped[str | None] = mapped_column(String(200))
+    allowed: Mapped[bool | None] = mapped_column(Boolean)
+    code: Mapped[str | None] = mapped_column(String(64))
+    error: Mapped[str | None] = mapped_column(String(64))
+    check: Mapped[str | None] = mapped_column(String(32))
+    provenance: Mapped[str | None] = mapped_column(String(16))
+    profile_name: Mapped[str | None] = mapped_column(String(64))
+    profile_version: Mapped[int | None] = mapped_column(Integer)
+    latency_ms: Mapped[float | None] = mapped_column(Float)
+    request_id: Mapped[str | None] = mapped_column(String(200))
+    key_id: Mapped[str | None] = mapped_column(String(64))
+    detail: Mapped[str] = mapped_column(Text)
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    hash: Mapped[str] = mapped_column(String(64))
+
+    __table_args__ = (
+        # Dashboards filter by one of these and page newest-first by seq.
+        Index("ix_decision_log_created_at", "created_at"),
+        Index("ix_decision_log_project_seq", "project", "seq"),
+        Index("ix_decision_log_plan_id_seq", "plan_id", "seq"),
+        Index("ix_decision_log_action_id_seq", "action_id", "seq"),
+        Index("ix_decision_log_tool_seq", "tool", "seq"),
+        Index("ix_decision_log_code_seq", "code", "seq"),
+        Index("ix_decision_log_kind_seq", "kind", "seq"),
+    )
+
+
+class ChainHead(Base):
+    """The single row every writer locks to extend the chain: last seq and its hash.
+
+    `pruned_seq`/`pruned_hash` anchor the chain after `toolgate audit prune`: the oldest
+    remaining record must follow them.
+    """
+
+    __tablename__ = "chain_head"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"))
+    hash: Mapped[str] = mapped_column(String(64))
+    pruned_seq: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"))
+    pruned_hash: Mapped[str] = mapped_column(String(64))
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)

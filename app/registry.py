@@ -1,0 +1,116 @@
+"""The tool registry as the authorize hot path sees it: answered from memory.
+
+`RegistryCache.get(name)` never touches the database. Freshness is kept by
+`ensure_fresh(sessions)`, which the caller awaits before a decision:
+
+- within `ttl` seconds of the last check it returns at once (no I/O, no lock);
+- otherwise it reads the one-row `registry_state.version` (bumped in the same transaction
+  as every change to tools or project registry settings, on whichever replica made it) and
+  reloads every tool and setting only when that number changed.
+
+Staleness bound: a change committed by another process or replica sharing the database is
+used by this process's decisions at most `ttl` seconds (setting `registry_ttl_seconds`,
+default 1.0) plus one version read after its commit. A change made through this process
+invalidates the cache when its transaction commits (`invalidate_on_commit`), so the next
+decision here sees it. With `ttl=0` every decision reads the version (one indexed
+single-row query) and no replica is ever stale.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.policy.model import RegisteredTool
+from app.store import registry_repo
+from app.store.registry_tables import RegistryTool
+
+
+def registered_tool(row: RegistryTool) -> RegisteredTool:
+    return RegisteredTool(
+        name=row.name,
+        writes=row.writes,
+        checkpointable=row.checkpointable,
+        unsafe=row.unsafe,
+        read_only=row.read_only,
+        destructive=row.safety_category == "destructive",
+        skill_category=row.skill_category,
+        path_args=tuple(row.path_args or ()),
+    )
+
+
+class RegistryCache:
+    """Registered tools and per-project `deny_unregistered_tools`, refreshed by version."""
+
+    def __init__(self, *, ttl: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl = ttl
+        self._clock = clock
+        self._tools: dict[str, RegisteredTool] = {}
+        self._deny_projects: frozenset[str] = frozenset()
+        self._version: int | None = None  # None: never loaded
+        self._checked_at: float | None = None  # None: check on the next ensure_fresh
+        # Bumped by invalidate(); a reload that started before an invalidation must not
+        # mark the cache fresh, or it could hide the change for a whole ttl.
+        self._generation = 0
+        self._lock = asyncio.Lock()
+
+    @property
+    def version(self) -> int | None:
+        """The registry version the memory reflects (None before the first load)."""
+        return self._version
+
+    def get(self, name: str) -> RegisteredTool | None:
+        """The registry's word on a tool, from memory; call ensure_fresh first."""
+        return self._tools.get(name)
+
+    def _fresh(self) -> bool:
+        return self._checked_at is not None and self._clock() - self._checked_at < self.ttl
+
+    async def ensure_fresh(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+        """Cheap within ttl; otherwise one version read, and a full reload if it changed.
+
+        Concurrent callers share one check: the others wait for it instead of piling
+        identical queries on the database."""
+        if self._fresh():
+            return
+        async with self._lock:
+            if self._fresh():
+                return
+            generation = self._generation
+            async with sessions() as session:
+                version = await registry_repo.get_registry_version(session)
+                if version != self._version:
+                    snapshot = await registry_repo.load_registry(session)
+                    self._tools = {row.name: registered_tool(row) for row in snapshot.tools}
+                    self._deny_projects = frozenset(snapshot.deny_unregistered_projects)
+                    self._version = snapshot.version
+            if generation == self._generation:
+                self._checked_at = self._clock()
+
+    async def deny_unregistered(
+        self, project: str | None, sessions: async_sessionmaker[AsyncSession]
+    ) -> bool:
+        """Whether `project` refuses tools missing from the registry (fresh as `get` is)."""
+        await self.ensure_fresh(sessions)
+        return project is not None and project in self._deny_projects
+
+    def invalidate(self) -> None:
+        """Check the database on the next ensure_fresh, whatever the ttl."""
+        self._generation += 1
+        self._checked_at = None
+
+    def invalidate_on_commit(self, session: AsyncSession) -> None:
+        """Invalidate once `session`'s transaction has committed (not before: a reload
+        between the change and its commit would read the old version)."""
+        event.listen(session.sync_session, "after_commit", self._after_commit, once=True)
+
+    def _after_commit(self, _session: Any) -> None:
+        self.invalidate()
+
+    def __len__(self) -> int:
+        return len(self._tools)

@@ -1,0 +1,200 @@
+"""The durable decision log: every decision recorded, queries, stats, export, verify."""
+
+import asyncio
+
+import orjson
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from app.decisions.chain import verify
+
+WRITER = {"name": "fs.write", "capability": {"writes": True, "checkpointable": True,
+                                             "unsafe": False}}
+READER = {"name": "fs.read", "capability": {"writes": False, "checkpointable": True,
+                                            "unsafe": False}}
+
+
+async def _plan(client, plan_id="p-1", read_only=False, project="web"):
+    await client.put("/v1/actions/act-" + plan_id, json={"project": project,
+                                                         "read_only": read_only})
+    r = await client.post("/v1/plans", json={"action_id": "act-" + plan_id, "plan_id": plan_id})
+    assert r.status_code == 201
+
+
+async def test_every_decision_is_recorded_with_its_outcome(client):
+    await _plan(client, read_only=True)
+    r = await client.post("/v1/authorize-tool", headers={"X-Request-ID": "req-42"}, json={
+        "plan_id": "p-1", "tool": WRITER,
+        "context": {"metadata": {"password": "hunter2", "ticket": "T-1"}}})
+    decision = r.json()
+    assert decision["deny"]["code"] == "read_only"
+    rec = (await client.get(f"/v1/decisions/{decision['decision_id']}")).json()
+    assert rec["allowed"] is False and rec["code"] == "read_only"
+    assert rec["error"] == "ToolAccessDeniedError" and rec["check"] == "read_only"
+    assert (rec["project"], rec["plan_id"], rec["action_id"], rec["tool"]) == (
+        "web", "p-1", "act-p-1", "fs.write")
+    assert rec["request_id"] == "req-42"
+    assert rec["provenance"] == "global" and rec["latency_ms"] >= 0
+    assert rec["detail"]["tool"]["writes"] is True
+    # Masked keys are never stored.
+    assert rec["detail"]["context"]["metadata"] == {"password": "[masked]", "ticket": "T-1"}
+    assert "hunter2" not in orjson.dumps(rec).decode()
+
+
+async def test_batch_items_plans_resolves_and_config_changes_are_recorded(client):
+    await _plan(client)
+    r = await client.post("/v1/authorize-tools", json={"requests": [
+        {"plan_id": "p-1", "tool": READER}, {"plan_id": "p-1", "tool": WRITER}]})
+    ids = [item["decision_id"] for item in r.json()["items"]]
+    for decision_id in ids:
+        assert (await client.get(f"/v1/decisions/{decision_id}")).status_code == 200
+    await client.post("/v1/resolve", json={"action_id": "act-p-1"})
+    kinds = [i["kind"] for i in (await client.get("/v1/decisions")).json()["items"]]
+    assert kinds == ["resolve", "authorize", "authorize", "plan"]
+    config = (await client.get("/v1/decisions", params={"kind": "config"})).json()["items"]
+    assert [c["detail"]["resource"] for c in config] == ["action"]
+    assert config[0]["detail"]["before"] is None
+    assert config[0]["detail"]["after"]["project"] == "web"
+
+
+async def test_filters_and_cursor_pagination(client):
+    await _plan(client, "a", project="alpha")
+    await _plan(client, "b", project="beta")
+    for plan in ("a", "b"):
+        for tool in (READER, WRITER):
+            await client.post("/v1/authorize-tool", json={"plan_id": plan, "tool": tool})
+    base = {"kind": "authorize"}
+    assert len((await client.get("/v1/decisions", params=base)).json()["items"]) == 4
+    alpha = (await client.get("/v1/decisions", params={**base, "project": "alpha"})).json()
+    assert {i["plan_id"] for i in alpha["items"]} == {"a"}
+    denied = (await client.get("/v1/decisions",
+                               params={**base, "allowed": "false"})).json()["items"]
+    assert {i["code"] for i in denied} == {"sandbox_required"}
+    by_code = (await client.get("/v1/decisions", params={"code": "sandbox_required"})).json()
+    assert len(by_code["items"]) == 2
+    by_tool = (await client.get("/v1/decisions", params={**base, "tool": "fs.read"})).json()
+    assert all(i["allowed"] for i in by_tool["items"])
+    # Pages are newest first and stable when new decisions arrive between pages.
+    first = (await client.get("/v1/decisions", params={**base, "limit": 3})).json()
+    await client.post("/v1/authorize-tool", json={"plan_id": "a", "tool": READER})
+    second = (await client.get("/v1/decisions", params={**base, "limit": 3,
+                                                        "cursor": first["next_cursor"]})).json()
+    seqs = [i["seq"] for i in first["items"] + second["items"]]
+    assert seqs == sorted(seqs, reverse=True) and len(set(seqs)) == 4
+    assert second["next_cursor"] is None
+
+
+async def test_bad_queries_are_422(client):
+    for params in ({"limit": 0}, {"limit": 1001}, {"allowed": "maybe"}, {"since": "yesterday"},
+                   {"cursor": "???"}, {"kind": "nope"},
+                   {"since": "2026-02-01T00:00:00Z", "until": "2026-01-01T00:00:00Z"}):
+        r = await client.get("/v1/decisions", params=params)
+        assert r.status_code == 422, params
+        assert r.json()["error"]["code"] == "invalid_input"
+    assert (await client.get("/v1/decisions/nope")).status_code == 404
+    assert (await client.get("/v1/decisions/stats", params={"group_by": "x"})).status_code == 422
+
+
+async def test_stats(client):
+    await _plan(client)
+    for tool in (READER, WRITER, WRITER):
+        await client.post("/v1/authorize-tool", json={"plan_id": "p-1", "tool": tool})
+    stats = (await client.get("/v1/decisions/stats",
+                              params={"group_by": "code", "bucket": "minute"})).json()
+    assert stats["total"] == {"count": 3, "allowed": 1, "denied": 2}
+    groups = {g["key"]: g["count"] for g in stats["groups"]}
+    assert groups == {"sandbox_required": 2, None: 1}
+    assert sum(b["count"] for b in stats["series"]) == 3
+    assert stats["series"][0]["bucket"].endswith("Z")
+    by_allowed = (await client.get("/v1/decisions/stats", params={"group_by": "allowed"})).json()
+    assert {g["key"]: g["count"] for g in by_allowed["groups"]} == {True: 1, False: 2}
+
+
+async def _export(client, **params):
+    r = await client.get("/v1/audit/export", params=params)
+    assert r.status_code == 200
+    return [orjson.loads(line) for line in r.text.splitlines()]
+
+
+async def test_export_and_verify_detect_tampering(client, settings):
+    await _plan(client)
+    for _ in range(5):
+        await client.post("/v1/authorize-tool", json={"plan_id": "p-1", "tool": WRITER})
+    records = await _export(client)
+    assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+    assert verify(records, anchor=(0, "0" * 64)).ok
+    status = (await client.get("/v1/audit/verify")).json()
+    assert status["ok"] is True and status["checked"] == len(records)
+    assert status["head"] == records[-1]["hash"]
+
+    csv_text = (await client.get("/v1/audit/export", params={"format": "csv"})).text
+    assert csv_text.splitlines()[0].startswith("seq,decision_id,kind")
+    assert len(csv_text.splitlines()) == len(records) + 1
+
+    # Offline: altered, removed and reordered records are found.
+    altered = [dict(r) for r in records]
+    altered[3]["allowed"] = True
+    assert verify(altered, anchor=(0, "0" * 64)).first_bad["seq"] == 4
+    removed = records[:2] + records[3:]
+    assert verify(removed, anchor=(0, "0" * 64)).first_bad["seq"] == 4
+    swapped = records[:2] + [records[3], records[2]] + records[4:]
+    assert not verify(swapped, anchor=(0, "0" * 64)).ok
+
+    # In the database: alter one record, then remove one.
+    engine = create_async_engine(settings.database_url)
+    async with engine.begin() as conn:
+        await conn.execute(text("UPDATE decision_log SET allowed = true WHERE seq = 5"))
+    bad = (await client.get("/v1/audit/verify")).json()
+    assert bad["ok"] is False and bad["first_bad"]["seq"] == 5
+    assert "altered" in bad["first_bad"]["reason"]
+    async with engine.begin() as conn:
+        await conn.execute(text("DELETE FROM decision_log WHERE seq = 5"))
+    bad = (await client.get("/v1/audit/verify")).json()
+    assert bad["ok"] is False and bad["first_bad"]["seq"] == 6
+    async with engine.begin() as conn:
+        await conn.execute(text("DELETE FROM decision_log WHERE seq = (SELECT max(seq) FROM decision_log)"))
+    await engine.dispose()
+
+
+async def test_truncating_the_newest_records_is_detected_against_the_head(client, settings):
+    await _plan(client)
+    for _ in range(3):
+        await client.post("/v1/authorize-tool", json={"plan_id": "p-1", "tool": READER})
+    engine = create_async_engine(settings.database_url)
+    async with engine.begin() as conn:
+        await conn.execute(text("DELETE FROM decision_log WHERE seq = (SELECT max(seq) FROM decision_log)"))
+    await engine.dispose()
+    bad = (await client.get("/v1/audit/verify")).json()
+    assert bad["ok"] is False and "newest" in bad["first_bad"]["reason"]
+
+
+async def test_concurrent_decisions_share_commits_and_chain_stays_whole(client):
+    await _plan(client)
+    responses = await asyncio.gather(*[
+        client.post("/v1/authorize-tool", json={"plan_id": "p-1", "tool": READER})
+        for _ in range(200)
+    ])
+    assert all(r.status_code == 200 for r in responses)
+    log = client.app.state.toolgate.decision_log
+    assert log.records >= 200 and log.batches < log.records
+    assert (await client.get("/v1/audit/verify")).json()["ok"] is True
+
+
+async def test_no_record_no_allow(client):
+    """When the store cannot record, the answer is 503, never an allow."""
+    await _plan(client)
+    state = client.app.state.toolgate
+    # Warm the plan cache, then take the database away from the writer.
+    assert (await client.post("/v1/authorize-tool",
+                              json={"plan_id": "p-1", "tool": READER})).json()["allowed"]
+    await state.engine.dispose()
+    state.engine.pool._creator = _refuse  # every new connection fails
+    r = await client.post("/v1/authorize-tool", json={"plan_id": "p-1", "tool": READER})
+    assert r.status_code == 503
+    assert r.json()["error"]["code"] == "decision_not_recorded"
+    assert "allowed" not in r.text
+
+
+def _refuse(*args, **kwargs):
+    raise OSError("database is gone")
