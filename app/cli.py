@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from app.cli_audit import audit
 from app.config import Settings
 
 cli = typer.Typer(help="toolgate: policy decisions for AI agents.", no_args_is_help=True,
@@ -64,6 +65,49 @@ def serve(
         log_level=settings.log_level,
         proxy_headers=False,
     )
+
+
+@cli.command("safety-test")
+def safety_test(
+    file: Annotated[str, typer.Argument(
+        metavar="FILE",
+        help='Utterances that must be rejected: JSONL (a string or {"text": ...} per line) '
+             "or a JSON list")],
+    skill: Annotated[str, typer.Option(help="The skill whose phrases must reject them")],
+    url: Annotated[str, typer.Option(envvar="TOOLGATE_URL", help="Service URL")]
+        = "http://127.0.0.1:8000",
+    token: Annotated[str | None, typer.Option(envvar="TOOLGATE_TOKEN", help="API key")] = None,
+) -> None:
+    """Check a skill's safety test (seed 003: data/safety_test.jsonl). Prints each utterance
+    that was not rejected; exit 1 on any miss, 2 when the service cannot answer."""
+    from urllib.parse import quote
+
+    import orjson
+
+    from app.cli_http import call, fail
+
+    try:
+        with open(file, "rb") as handle:
+            content = handle.read()
+    except OSError as exc:
+        raise fail(f"cannot read {file}: {exc.strerror}") from None
+    try:
+        data = orjson.loads(content)
+        is_json = isinstance(data, list) or (isinstance(data, dict) and "utterances" in data)
+    except orjson.JSONDecodeError:
+        is_json = False
+    kind = "application/json" if is_json else "application/x-ndjson"
+    report = call("POST", url, f"/v1/skills/{quote(skill, safe='')}/safety-test", token=token,
+                  content=content, headers={"Content-Type": kind})
+    for miss in report["missed"]:
+        typer.echo(f"MISSED line {miss['line']}: {miss['text']}")
+    typer.echo(f"skill '{report['skill']}': {report['rejected']}/{report['total']} rejected, "
+               f"{len(report['missed'])} missed")
+    if not report["ok"]:
+        raise typer.Exit(1)
+
+
+cli.add_typer(audit, name="audit")
 
 
 def main() -> None:

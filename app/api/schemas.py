@@ -11,7 +11,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+)
 
 from app.policy.checks import effective_tool
 from app.policy.model import Capability, Context, Layer, RegisteredTool, Tool
@@ -84,10 +91,7 @@ class ActionIn(Strict):
     automation_profile: ProfileName | None = None
     safety_profile: SafetyProfile | None = None
 
-    @model_validator(mode="after")
-    def _one_profile(self) -> ActionIn:
-        _at_most_one_profile(self)
-        return self
+    _one_profile = field_validator("safety_profile")(lambda v, info: _one_profile(v, info))
 
 
 class ActionOut(BaseModel):
@@ -100,9 +104,11 @@ class ActionOut(BaseModel):
     updated_at: datetime
 
 
-def _at_most_one_profile(model: Any) -> None:
-    if model.automation_profile is not None and model.safety_profile is not None:
+def _one_profile(value: SafetyProfile | None, info: ValidationInfo) -> SafetyProfile | None:
+    """Errors are raised on the field itself, so a 422 names `safety_profile`."""
+    if value is not None and info.data.get("automation_profile") is not None:
         raise ValueError("give either automation_profile or safety_profile, not both")
+    return value
 
 
 # --- plans and resolution --------------------------------------------------------------
@@ -113,10 +119,7 @@ class PlanIn(Strict):
     automation_profile: ProfileName | None = None
     safety_profile: SafetyProfile | None = None
 
-    @model_validator(mode="after")
-    def _one_profile(self) -> PlanIn:
-        _at_most_one_profile(self)
-        return self
+    _one_profile = field_validator("safety_profile")(lambda v, info: _one_profile(v, info))
 
 
 class PlanOut(BaseModel):
@@ -145,17 +148,14 @@ class ResolveIn(Strict):
     automation_profile: ProfileName | None = None
     safety_profile: SafetyProfile | None = None
 
-    @model_validator(mode="after")
-    def _shape(self) -> ResolveIn:
-        _at_most_one_profile(self)
-        if self.plan_id is not None:
-            others = [
-                f for f in ("action_id", "project", "automation_profile", "safety_profile")
-                if getattr(self, f) is not None
-            ]
-            if others:
-                raise ValueError(f"plan_id takes nothing else (also given: {', '.join(others)})")
-        return self
+    _one_profile = field_validator("safety_profile")(lambda v, info: _one_profile(v, info))
+
+    @field_validator("action_id", "project", "automation_profile", "safety_profile")
+    @classmethod
+    def _nothing_with_plan_id(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is not None and info.data.get("plan_id") is not None:
+            raise ValueError("not accepted with plan_id (a plan's lock is resolved already)")
+        return value
 
 
 class ResolveOut(BaseModel):
@@ -206,12 +206,14 @@ class AuthorizeIn(Strict):
     tool: ToolIn
     context: ContextIn = Field(default_factory=ContextIn)
 
-    @model_validator(mode="after")
-    def _profile_only_without_plan(self) -> AuthorizeIn:
-        if self.plan_id is not None and self.safety_profile is not None:
-            raise ValueError("safety_profile is only accepted without plan_id "
-                             "(a plan's profile is locked at creation)")
-        return self
+    @field_validator("safety_profile")
+    @classmethod
+    def _profile_only_without_plan(cls, value: SafetyProfile | None,
+                                   info: ValidationInfo) -> SafetyProfile | None:
+        if value is not None and info.data.get("plan_id") is not None:
+            raise ValueError("only accepted without plan_id (a plan's profile is locked "
+                             "at creation)")
+        return value
 
     def core_context(self, *, plan_id: str | None, stored_read_only: bool) -> Context:
         c = self.context

@@ -1,0 +1,41 @@
+"""Retention: remove the oldest records while keeping the rest of the chain verifiable.
+
+Pruning deletes a prefix of the chain (every record up to the newest one created before the
+cut-off) and stores the last deleted record's seq and hash on `chain_head` as the anchor:
+verification then starts from the anchor, so the remaining chain still proves that nothing
+after it was altered, removed or reordered. The prune itself is recorded in the log.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.ext.asyncio import async_sessionmaker
+
+from app.decide import Caller
+from app.decisions.audit import audit_change
+from app.decisions.records import iso
+from app.decisions.tables import ChainHead, LogRecord
+from app.store.tables import utcnow
+
+
+async def prune(sessions: async_sessionmaker, before: datetime) -> dict:
+    async with sessions() as session, session.begin():
+        # Lock the head first, as every writer does, so no batch interleaves with the cut.
+        await session.execute(update(ChainHead).where(ChainHead.id == 1)
+                              .values(updated_at=utcnow()))
+        last = await session.scalar(
+            select(func.max(LogRecord.seq)).where(LogRecord.created_at < before))
+        if last is None:
+            return {"deleted": 0, "anchor_seq": None, "anchor_hash": None}
+        anchor_hash = await session.scalar(select(LogRecord.hash).where(LogRecord.seq == last))
+        result = await session.execute(delete(LogRecord).where(LogRecord.seq <= last))
+        await session.execute(update(ChainHead).where(ChainHead.id == 1)
+                              .values(pruned_seq=last, pruned_hash=anchor_hash))
+        deleted = result.rowcount or 0
+        await audit_change(session, Caller(), resource="audit_log", name=None,
+                           operation="prune", before=None,
+                           after={"before": iso(before), "deleted": deleted,
+                                  "anchor_seq": last, "anchor_hash": anchor_hash})
+    return {"deleted": deleted, "anchor_seq": last, "anchor_hash": anchor_hash}

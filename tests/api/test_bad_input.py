@@ -1,0 +1,145 @@
+"""Bad input: a clear 4xx naming the field, one envelope, nothing changed, never a 500."""
+
+import pytest
+
+TOOL = {"name": "t", "capability": {"writes": False, "checkpointable": True, "unsafe": False}}
+
+
+def _fields(response):
+    return [f["field"] for f in response.json()["error"]["details"].get("fields", [])]
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"tool": {"name": "t"}, "context": {"accumulated_cost": NaN}}',
+    b'{"tool": {"name": "t"}, "context": {"accumulated_cost": Infinity}}',
+    b'{"tool": {"name": "t"}, "context": {"accumulated_cost": -Infinity}}',
+    b'{"tool": {"name": "t"}, "context": {"accumulated_cost": 1e400}}',
+    b'{"tool": ',
+    b"not json",
+    b'{"tool": {"name": "t"}}}',
+    b"\xff\xfe",
+])
+async def test_malformed_json_is_invalid_json(client, raw):
+    r = await client.post("/v1/authorize-tool", content=raw,
+                          headers={"Content-Type": "application/json"})
+    assert r.status_code == 422
+    assert r.json()["error"]["code"] == "invalid_json"
+
+
+async def test_form_content_type_is_still_json(client):
+    """curl -d sends application/x-www-form-urlencoded; the body is still read as JSON."""
+    import orjson
+    r = await client.post("/v1/authorize-tool", content=orjson.dumps({"tool": TOOL}),
+                          headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert r.status_code == 200 and r.json()["allowed"] is True
+
+
+async def test_empty_and_non_object_bodies(client):
+    r = await client.post("/v1/authorize-tool", content=b"")
+    assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_input"
+    r = await client.post("/v1/authorize-tool", json=[1, 2])
+    assert r.status_code == 422
+    r = await client.put("/v1/profiles/x", json="string")
+    assert r.status_code == 422
+
+
+async def test_body_over_one_mebibyte_is_413_and_changes_nothing(client):
+    big = {"description": "x" * (1024 * 1024 + 10)}
+    r = await client.put("/v1/profiles/big", json=big)
+    assert r.status_code == 413
+    assert r.json()["error"]["code"] == "payload_too_large"
+    assert (await client.get("/v1/profiles/big")).status_code == 404
+    batch = {"requests": [{"tool": {**TOOL, "args": {"blob": "y" * 20000}}}] * 60}
+    r = await client.post("/v1/authorize-tools", json=batch)
+    assert r.status_code == 413
+
+
+@pytest.mark.parametrize("path,body,field", [
+    ("/v1/profiles/p", {"safety": {"require_sandbox": "true"}}, "safety.require_sandbox"),
+    ("/v1/profiles/p", {"safety": {"require_sandbox": 1}}, "safety.require_sandbox"),
+    ("/v1/profiles/p", {"safety": {"max_retries_per_step": 101}}, "safety.max_retries_per_step"),
+    ("/v1/profiles/p", {"safety": {"max_retries_per_step": -1}}, "safety.max_retries_per_step"),
+    ("/v1/profiles/p", {"safety": {"max_retries_per_step": 2.0}}, "safety.max_retries_per_step"),
+    ("/v1/profiles/p", {"safety": {"max_cost_per_plan": -0.01}}, "safety.max_cost_per_plan"),
+    ("/v1/profiles/p", {"safety": {"max_total_cost": "5"}}, "safety.max_total_cost"),
+    ("/v1/profiles/p", {"safety": {"allowed_skill_categories": [""]}},
+     "safety.allowed_skill_categories.0"),
+    ("/v1/profiles/p", {"safety": {"allowed_skill_categories": "files"}},
+     "safety.allowed_skill_categories"),
+    ("/v1/profiles/p", {"safety": {"sandbox": True}}, "safety.sandbox"),
+    ("/v1/profiles/p", {"colour": "red"}, "colour"),
+    ("/v1/config", {"automation_profile": "Not Valid"}, "automation_profile"),
+    ("/v1/config", {"automation_profile": 3}, "automation_profile"),
+    ("/v1/projects/p", {"automation_profile": None, "extra": 1}, "extra"),
+    ("/v1/actions/a", {"read_only": "yes"}, "read_only"),
+    ("/v1/actions/a", {"project": "bad name"}, "project"),
+    ("/v1/actions/a", {"project": "x" * 201}, "project"),
+    ("/v1/actions/a", {"safety_profile": {"allow_unsafe_tools": None}},
+     "safety_profile.allow_unsafe_tools"),
+])
+async def test_bad_configuration_is_422_naming_the_field_and_changes_nothing(
+        client, path, body, field):
+    before = (await client.get("/v1/profiles")).json()
+    r = await client.put(path, json=body)
+    assert r.status_code == 422, r.text
+    assert field in _fields(r)
+    assert field in r.json()["error"]["message"]
+    assert (await client.get("/v1/profiles")).json() == before
+    assert (await client.get("/v1/actions/a")).status_code == 404
+    assert (await client.get("/v1/projects/p")).status_code == 404
+    assert (await client.get("/v1/config")).json()["automation_profile"] is None
+
+
+@pytest.mark.parametrize("method,path", [
+    ("GET", "/v1/profiles/UPPER"),
+    ("GET", "/v1/profiles/" + "a" * 65),
+    ("PUT", "/v1/projects/" + "p" * 201),
+    ("GET", "/v1/actions/has%20space"),
+    ("GET", "/v1/plans/-leading-dash"),
+])
+async def test_bad_names_in_paths_are_422(client, method, path):
+    r = await client.request(method, path, json={} if method == "PUT" else None)
+    assert r.status_code == 422
+    assert r.json()["error"]["code"] == "invalid_input"
+
+
+@pytest.mark.parametrize("body,field", [
+    ({"action_id": "a", "plan_id": "bad id"}, "plan_id"),
+    ({"action_id": ""}, "action_id"),
+    ({}, "action_id"),
+    ({"action_id": "a", "automation_profile": "x", "safety_profile": {}}, "safety_profile"),
+    ({"action_id": "a", "safety_profile": {"max_total_cost": -1}},
+     "safety_profile.max_total_cost"),
+    ({"action_id": "a", "read_only": True}, "read_only"),
+])
+async def test_bad_plan_requests(client, body, field):
+    await client.put("/v1/actions/a", json={})
+    r = await client.post("/v1/plans", json=body)
+    assert r.status_code == 422
+    assert field in _fields(r)
+    assert (await client.get("/v1/plans")).json()["items"] == []
+
+
+async def test_unknown_plan_is_404_and_unregistered_tool_needs_capability(client):
+    r = await client.post("/v1/authorize-tool", json={"plan_id": "nope", "tool": TOOL})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+    r = await client.post("/v1/authorize-tool", json={"tool": {"name": "t"}})
+    assert r.status_code == 422
+    assert set(_fields(r)) == {"tool.capability.writes", "tool.capability.checkpointable",
+                               "tool.capability.unsafe"}
+    r = await client.post("/v1/authorize-tools", json={"requests": [
+        {"tool": TOOL}, {"tool": {"name": "t", "capability": {"writes": True}}}]})
+    assert r.status_code == 422
+    assert "requests.1.tool.capability.checkpointable" in _fields(r)
+    r = await client.post("/v1/authorize-tools", json={"requests": [{"tool": TOOL}] * 101})
+    assert r.status_code == 422 and "requests" in _fields(r)
+    r = await client.post("/v1/authorize-tools", json={"requests": []})
+    assert r.status_code == 422
+    assert (await client.get("/v1/decisions")).json()["items"] == []
+
+
+async def test_unknown_routes_and_methods_use_the_envelope(client):
+    r = await client.get("/v1/nothing-here")
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+    r = await client.delete("/v1/config")
+    assert r.status_code == 405 and "error" in r.json()

@@ -1,0 +1,40 @@
+"""Retention keeps the remaining chain verifiable."""
+
+from datetime import UTC, datetime
+
+import orjson
+
+from app.decisions.prune import prune
+
+TOOL = {"name": "t", "capability": {"writes": False, "checkpointable": True, "unsafe": False}}
+
+
+async def test_prune_keeps_the_rest_verifiable(client):
+    for _ in range(4):
+        await client.post("/v1/authorize-tool", json={"tool": TOOL})
+    cut = datetime.now(UTC)
+    for _ in range(3):
+        await client.post("/v1/authorize-tool", json={"tool": TOOL})
+    result = await prune(client.app.state.toolgate.sessions, cut)
+    assert result["deleted"] == 4 and result["anchor_seq"] == 4
+    records = [orjson.loads(line) for line in
+               (await client.get("/v1/audit/export")).text.splitlines()]
+    assert records[0]["seq"] == 5 and records[0]["prev_hash"] == result["anchor_hash"]
+    assert records[-1]["detail"]["operation"] == "prune"
+    status = (await client.get("/v1/audit/verify")).json()
+    assert status["ok"] is True and status["checked"] == 4
+    # Nothing to prune is not an error.
+    assert (await prune(client.app.state.toolgate.sessions,
+                        datetime(2000, 1, 1, tzinfo=UTC)))["deleted"] == 0
+
+
+async def test_range_verify_and_range_export(client):
+    for _ in range(3):
+        await client.post("/v1/authorize-tool", json={"tool": TOOL})
+    middle = datetime.now(UTC).isoformat()
+    for _ in range(2):
+        await client.post("/v1/authorize-tool", json={"tool": TOOL})
+    later = (await client.get("/v1/audit/export", params={"since": middle})).text.splitlines()
+    assert len(later) == 2
+    status = (await client.get("/v1/audit/verify", params={"since": middle})).json()
+    assert status["ok"] is True and status["checked"] == 2

@@ -1,0 +1,74 @@
+"""The `toolgate` command as an operator uses it (subprocesses, bounded in time)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+from app.decisions.chain import GENESIS, record_hash
+
+TOOLGATE = str(Path(sys.executable).with_name("toolgate"))
+
+
+def _run(*args, env=None, timeout=60):
+    return subprocess.run([TOOLGATE, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def _chain(n):
+    records, prev = [], GENESIS
+    for seq in range(1, n + 1):
+        record = {"seq": seq, "decision_id": f"d{seq}", "kind": "authorize",
+                  "allowed": seq % 2 == 0, "detail": {"n": seq}, "prev_hash": prev}
+        record["hash"] = prev = record_hash(record)
+        records.append(record)
+    return records
+
+
+def _write(path, records):
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+
+
+def test_offline_verify_finds_altered_removed_reordered(tmp_path):
+    records = _chain(6)
+    good = tmp_path / "good.jsonl"
+    _write(good, records)
+    r = _run("audit", "verify", "--file", str(good))
+    assert r.returncode == 0, r.stderr
+    assert orjson.loads(r.stdout)["checked"] == 6
+
+    altered = [dict(x) for x in records]
+    altered[2]["allowed"] = not altered[2]["allowed"]
+    for name, variant, seq in [("altered", altered, 3),
+                               ("removed", records[:3] + records[4:], 5),
+                               ("reordered", records[:2] + [records[3], records[2]] + records[4:],
+                                4)]:
+        path = tmp_path / f"{name}.jsonl"
+        _write(path, variant)
+        r = _run("audit", "verify", "--file", str(path))
+        assert r.returncode == 1, name
+        assert orjson.loads(r.stdout)["first_bad"]["seq"] == seq, name
+
+    truncated = tmp_path / "truncated.jsonl"
+    _write(truncated, records[:5])
+    r = _run("audit", "verify", "--file", str(truncated), "--head", records[-1]["hash"])
+    assert r.returncode == 1 and "missing at the end" in r.stdout
+
+
+def test_migrate_and_serve_refuses_a_postgres_schema_behind(database_url, tmp_path):
+    if database_url.startswith("sqlite"):
+        r = _run("migrate", env={"TOOLGATE_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/x.db"})
+        assert r.returncode == 0 and "schema at" in r.stdout
+        return
+    from alembic import command
+
+    from app.store import migrate
+    command.downgrade(migrate.alembic_config(database_url), "0001")
+    r = _run("serve", "--port", "1", env={"TOOLGATE_DATABASE_URL": database_url}, timeout=60)
+    assert r.returncode == 2
+    assert "toolgate migrate" in r.stderr
+    r = _run("migrate", env={"TOOLGATE_DATABASE_URL": database_url})
+    assert r.returncode == 0
+    assert migrate.current(database_url) == migrate.head(database_url)
