@@ -23,7 +23,9 @@ async def readyz(state: State) -> Response:
             current = await conn.scalar(text("SELECT version_num FROM alembic_version"))
     except Exception as exc:  # any failure to reach the database means not ready
         return envelope(503, "not_ready", f"database unreachable: {type(exc).__name__}")
-    if current != state.schema_head:
+    if current != state.schema_head and (current is None or current in state.known_revisions):
+        # Behind this code's head: the tables it needs may be missing. A schema *ahead* of
+        # the code (a revision this code does not know) is an upgrade in progress: serve.
         return envelope(503, "not_ready",
                         f"schema at {current}, expected {state.schema_head}: run toolgate migrate",
                         {"current": current, "head": state.schema_head})

@@ -32,9 +32,10 @@ Outcome = tuple[str, str] | Deny
 Check = Callable[[Tool, Context, SafetyProfile | None], Outcome]
 
 
-def _deny(code: str, check: str, message: str, **details: Any) -> Deny:
+def _deny(code: str, message: str, **details: Any) -> Deny:
+    """A deny whose class, hierarchy and check all come from the deny table."""
     spec = DENY_CODES[code]
-    return Deny(spec.error, spec.hierarchy, code, check, message, details)
+    return Deny(spec.error, spec.hierarchy, code, spec.check or "", message, details)
 
 
 NO_PROFILE = (SKIP, "no safety profile: profile checks do not apply (seed 000)")
@@ -43,7 +44,7 @@ NO_PROFILE = (SKIP, "no safety profile: profile checks do not apply (seed 000)")
 def check_read_only(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
     if ctx.plan_read_only and tool.writes:
         return _deny(
-            "read_only", "read_only",
+            "read_only",
             f"Tool '{tool.name}' has writes=True but plan '{ctx.plan_id}' is read-only",
         )
     if not ctx.plan_read_only:
@@ -59,7 +60,7 @@ def check_checkpoint(tool: Tool, ctx: Context, profile: SafetyProfile | None) ->
         return PASS, "tool is checkpointable"
     source = "context.require_checkpoints" if ctx.require_checkpoints else "the safety profile"
     return _deny(
-        "checkpoint_required", "checkpoint",
+        "checkpoint_required",
         f"Tool '{tool.name}' is not checkpointable but checkpoints are required by {source} "
         f"(plan '{ctx.plan_id}')",
         required_by="context" if ctx.require_checkpoints else "profile",
@@ -74,7 +75,7 @@ def check_unsafe(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Out
     if profile.allow_unsafe_tools:
         return PASS, "the safety profile allows unsafe tools"
     return _deny(
-        "unsafe_tool", "unsafe",
+        "unsafe_tool",
         f"Tool '{tool.name}' is marked unsafe and the safety profile does not allow unsafe "
         f"tools (plan '{ctx.plan_id}')",
     )
@@ -88,14 +89,14 @@ def check_skill_category(tool: Tool, ctx: Context, profile: SafetyProfile | None
         return PASS, "allowed_skill_categories is empty: every category is allowed"
     if tool.skill_category is None:
         return _deny(
-            "skill_category_missing", "skill_category",
+            "skill_category_missing",
             f"Tool '{tool.name}' has no skill category (metadata 'tool_skill_category' is "
             f"missing) but the safety profile allows only {list(allowed)} (plan '{ctx.plan_id}')",
             allowed_skill_categories=list(allowed),
         )
     if tool.skill_category not in allowed:
         return _deny(
-            "skill_category_not_allowed", "skill_category",
+            "skill_category_not_allowed",
             f"Tool '{tool.name}' has skill category '{tool.skill_category}', which is not in "
             f"the allowed categories {list(allowed)} (plan '{ctx.plan_id}')",
             skill_category=tool.skill_category,
@@ -114,7 +115,7 @@ def check_sandbox(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Ou
     if ctx.sandbox_id:
         return PASS, "a sandbox_id is set"
     return _deny(
-        "sandbox_required", "sandbox",
+        "sandbox_required",
         f"Tool '{tool.name}' has writes=True and needs a sandbox, but no sandbox_id is set "
         f"(plan '{ctx.plan_id}')",
     )
@@ -128,7 +129,7 @@ def check_human_approval(tool: Tool, ctx: Context, profile: SafetyProfile | None
     if ctx.metadata.get("human_approved") is True:
         return PASS, "metadata.human_approved is true"
     return _deny(
-        "human_approval_required", "human_approval",
+        "human_approval_required",
         f"Tool '{tool.name}' requires human approval, but metadata 'human_approved' is not "
         f"true (plan '{ctx.plan_id}')",
     )
@@ -140,14 +141,14 @@ def check_cost(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outco
     per_plan, total = profile.max_cost_per_plan, profile.max_total_cost
     if per_plan is not None and ctx.accumulated_cost >= per_plan:
         return _deny(
-            "plan_cost_limit_exceeded", "cost",
+            "plan_cost_limit_exceeded",
             f"Tool '{tool.name}' blocked: accumulated cost {ctx.accumulated_cost} meets or "
             f"exceeds max_cost_per_plan {per_plan} (plan '{ctx.plan_id}')",
             accumulated_cost=ctx.accumulated_cost, max_cost_per_plan=per_plan,
         )
     if total is not None and ctx.total_accumulated_cost >= total:
         return _deny(
-            "total_cost_limit_exceeded", "cost",
+            "total_cost_limit_exceeded",
             f"Tool '{tool.name}' blocked: total accumulated cost {ctx.total_accumulated_cost} "
             f"meets or exceeds max_total_cost {total} (plan '{ctx.plan_id}')",
             total_accumulated_cost=ctx.total_accumulated_cost, max_total_cost=total,
@@ -163,7 +164,7 @@ def check_retry(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outc
     limit = profile.max_retries_per_step
     if ctx.step_retry_count > limit:
         return _deny(
-            "retry_limit_exceeded", "retry",
+            "retry_limit_exceeded",
             f"Tool '{tool.name}' blocked: step retry count {ctx.step_retry_count} exceeds "
             f"max_retries_per_step {limit} (plan '{ctx.plan_id}')",
             step_retry_count=ctx.step_retry_count, max_retries_per_step=limit,
@@ -179,7 +180,7 @@ def check_confirmation(tool: Tool, ctx: Context, profile: SafetyProfile | None) 
     if ctx.confirmed:
         return PASS, "destructive tool is confirmed"
     return _deny(
-        "confirmation_required", "confirmation",
+        "confirmation_required",
         f"Tool '{tool.name}' is destructive and may run only with dry_run=true or "
         f"confirmed=true; neither is set (plan '{ctx.plan_id}')",
         ways=["dry_run", "confirmed"],
@@ -196,7 +197,7 @@ def check_sandbox_paths(tool: Tool, ctx: Context, profile: SafetyProfile | None)
         return PASS, "every path argument stays inside the sandbox root"
     argument, reason = escape
     return _deny(
-        "sandbox_path_escape", "sandbox_paths",
+        "sandbox_path_escape",
         f"Tool '{tool.name}' argument '{argument}' {reason} (plan '{ctx.plan_id}')",
         argument=argument,
     )
@@ -205,7 +206,7 @@ def check_sandbox_paths(tool: Tool, ctx: Context, profile: SafetyProfile | None)
 def check_write_guard(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
     if ctx.plan_read_only and tool.writes:
         return _deny(
-            "write_denied", "write_guard",
+            "write_denied",
             f"Write operation denied: tool '{tool.name}' cannot write in read-only context "
             f"(plan={ctx.plan_id})",
             error_type="PERMISSION_DENIED",
@@ -216,7 +217,7 @@ def check_write_guard(tool: Tool, ctx: Context, profile: SafetyProfile | None) -
 def check_changeset(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
     if ctx.plan_read_only and tool.writes:
         return _deny(
-            "changeset_read_only", "changeset",
+            "changeset_read_only",
             f"Cannot wrap write-capable tool '{tool.name}' in read-only ChangeSetCapture "
             f"(plan={ctx.plan_id})",
         )

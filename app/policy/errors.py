@@ -70,18 +70,56 @@ def hierarchy(name: str) -> tuple[str, ...]:
     return tuple(reversed(chain))
 
 
+# Which check (SPEC §3, in order) produces each code; codes of classes that no check of
+# this service produces yet (activation, execution...) are listed with None.
+CODE_CHECKS: dict[str, str | None] = {
+    "read_only": "read_only",
+    "checkpoint_required": "checkpoint",
+    "unsafe_tool": "unsafe",
+    "skill_category_missing": "skill_category",
+    "skill_category_not_allowed": "skill_category",
+    "sandbox_required": "sandbox",
+    "human_approval_required": "human_approval",
+    "plan_cost_limit_exceeded": "cost",
+    "total_cost_limit_exceeded": "cost",
+    "retry_limit_exceeded": "retry",
+    "confirmation_required": "confirmation",
+    "sandbox_path_escape": "sandbox_paths",
+    "tool_not_activated": "registry",
+    "activation_failed": None,
+    "execution_failed": None,
+    "deactivation_failed": None,
+    "write_denied": "write_guard",
+    "changeset_read_only": "changeset",
+    "plan_read_only": "plan_transition",
+    "unsafe_phrase": "screen",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class DenyCode:
     code: str
     error: str
     hierarchy: tuple[str, ...]
+    check: str | None
 
 
 DENY_CODES: dict[str, DenyCode] = {
-    code: DenyCode(code, cls.name, hierarchy(cls.name))
+    code: DenyCode(code, cls.name, hierarchy(cls.name), CODE_CHECKS[code])
     for cls in ERROR_CLASSES
     for code in cls.codes
 }
+
+
+def markdown_table() -> str:
+    """The deny-code table of docs/deny-codes.md (a test keeps the doc in sync)."""
+    lines = ["| code | error class | parent | check |", "|---|---|---|---|"]
+    for cls in ERROR_CLASSES:
+        for code in cls.codes:
+            check = CODE_CHECKS[code]
+            lines.append(f"| `{code}` | `{cls.name}` | {f'`{cls.parent}`' if cls.parent else '—'}"
+                         f" | {f'`{check}`' if check else '—'} |")
+    return "\n".join(lines)
 
 
 def errors_document() -> dict:

@@ -24,6 +24,11 @@ def head(url: str) -> str | None:
     return ScriptDirectory.from_config(alembic_config(url)).get_current_head()
 
 
+def known_revisions(url: str) -> frozenset[str]:
+    return frozenset(r.revision for r in
+                     ScriptDirectory.from_config(alembic_config(url)).walk_revisions())
+
+
 def upgrade(url: str) -> None:
     command.upgrade(alembic_config(url), "head")
 

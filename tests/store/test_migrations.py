@@ -57,3 +57,21 @@ def test_readiness_fails_when_schema_is_behind(database_url):
     r = asyncio.run(probe())
     assert r.status_code == 503
     assert "toolgate migrate" in r.json()["error"]["message"]
+
+
+def test_readiness_holds_when_schema_is_ahead_of_the_code(database_url):
+    """During a rolling upgrade the schema is migrated first; old replicas keep serving."""
+    from sqlalchemy import text
+
+    async def probe() -> httpx.Response:
+        engine = create_async_engine(database_url)
+        async with engine.begin() as conn:
+            await conn.execute(text("UPDATE alembic_version SET version_num = 'future_rev'"))
+        await engine.dispose()
+        app = create_app(Settings(database_url=database_url))
+        async with app.router.lifespan_context(app):
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                         base_url="http://t") as c:
+                return await c.get("/readyz")
+
+    assert asyncio.run(probe()).status_code == 200
