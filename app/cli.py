@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
+from app.cli_apply import apply, export
 from app.cli_audit import audit
+from app.cli_keys import keys
 from app.config import Settings
 
 cli = typer.Typer(help="toolgate: policy decisions for AI agents.", no_args_is_help=True,
@@ -43,6 +45,7 @@ def serve(
     settings = _settings()
     if settings.is_sqlite:
         migrations.upgrade(settings.database_url)
+        _bootstrap_admin_key(settings)
     else:
         try:
             current = migrations.current(settings.database_url)
@@ -67,6 +70,16 @@ def serve(
     )
 
 
+def _bootstrap_admin_key(settings: Settings) -> None:
+    from app.auth.bootstrap import bootstrap_admin_key
+
+    made = bootstrap_admin_key(settings)
+    if made is not None:
+        typer.echo(f"toolgate: created the first admin key ({made.key_id}); it is printed only "
+                   f"this once:\n\n    {made.secret}\n\nand saved to {made.path} (mode 0600). "
+                   "Send it as 'Authorization: Bearer <key>' (docs/auth.md).\n")
+
+
 @cli.command("safety-test")
 def safety_test(
     file: Annotated[str, typer.Argument(
@@ -82,23 +95,10 @@ def safety_test(
     that was not rejected; exit 1 on any miss, 2 when the service cannot answer."""
     from urllib.parse import quote
 
-    import orjson
+    from app.cli_http import post_items
 
-    from app.cli_http import call, fail
-
-    try:
-        with open(file, "rb") as handle:
-            content = handle.read()
-    except OSError as exc:
-        raise fail(f"cannot read {file}: {exc.strerror}") from None
-    try:
-        data = orjson.loads(content)
-        is_json = isinstance(data, list) or (isinstance(data, dict) and "utterances" in data)
-    except orjson.JSONDecodeError:
-        is_json = False
-    kind = "application/json" if is_json else "application/x-ndjson"
-    report = call("POST", url, f"/v1/skills/{quote(skill, safe='')}/safety-test", token=token,
-                  content=content, headers={"Content-Type": kind})
+    report = post_items(url, f"/v1/skills/{quote(skill, safe='')}/safety-test", file,
+                        token=token, key="utterances")
     for miss in report["missed"]:
         typer.echo(f"MISSED line {miss['line']}: {miss['text']}")
     typer.echo(f"skill '{report['skill']}': {report['rejected']}/{report['total']} rejected, "
@@ -107,7 +107,37 @@ def safety_test(
         raise typer.Exit(1)
 
 
+@cli.command("test")
+def test_cases(
+    file: Annotated[str, typer.Argument(metavar="CASES", help="Decision cases: JSONL (one "
+                                        "{\"request\", \"expect\"} per line) or a JSON list")],
+    url: Annotated[str, typer.Option(envvar="TOOLGATE_URL", help="Service URL")]
+        = "http://127.0.0.1:8000",
+    token: Annotated[str | None, typer.Option(envvar="TOOLGATE_TOKEN", help="API key")] = None,
+) -> None:
+    """Replay decision cases against the service's current configuration, like `opa test`
+    (nothing is recorded). Exit 1 when a case fails, 2 when the service cannot answer."""
+    from app.cli_http import post_items
+
+    report = post_items(url, "/v1/test", file, token=token, key="cases")
+    for result in report["results"]:
+        label = result["name"] or f"line {result['line']}"
+        if result["ok"]:
+            typer.echo(f"PASS {label}")
+            continue
+        actual = result["actual"] or {}
+        why = result["problem"] or (f"expected {result['expected']}, got allowed="
+                                    f"{actual.get('allowed')} code={actual.get('code')}")
+        typer.echo(f"FAIL {label}: {why}")
+    typer.echo(f"{report['passed']} passed, {report['failed']} failed")
+    if not report["ok"]:
+        raise typer.Exit(1)
+
+
 cli.add_typer(audit, name="audit")
+cli.add_typer(keys, name="keys")
+cli.command("apply")(apply)
+cli.command("export")(export)
 
 
 def main() -> None:

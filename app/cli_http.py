@@ -30,6 +30,8 @@ def call(method: str, url: str, path: str, *, token: str | None = None,
     except httpx.HTTPError as exc:
         raise fail(f"cannot reach {url}: {exc}") from None
     if response.is_success:
+        if response.status_code == 204:
+            return None
         try:
             return response.json()
         except ValueError:
@@ -40,3 +42,22 @@ def call(method: str, url: str, path: str, *, token: str | None = None,
     except (ValueError, KeyError, TypeError):
         detail = response.text[:500]
     raise fail(f"{method} {path} answered {response.status_code} ({detail})")
+
+
+def post_items(url: str, path: str, file: str, *, token: str | None, key: str) -> Any:
+    """POST a file of items (a JSON list, {key: [...]}, or JSONL) and return the answer."""
+    import orjson
+
+    try:
+        with open(file, "rb") as handle:
+            content = handle.read()
+    except OSError as exc:
+        raise fail(f"cannot read {file}: {exc.strerror}") from None
+    try:
+        data = orjson.loads(content)
+        is_json = isinstance(data, list) or (isinstance(data, dict) and key in data)
+    except orjson.JSONDecodeError:
+        is_json = False
+    kind = "application/json" if is_json else "application/x-ndjson"
+    return call("POST", url, path, token=token, content=content,
+                headers={"Content-Type": kind})

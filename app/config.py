@@ -14,6 +14,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TOOLGATE_", extra="ignore")
 
     database_url: str = DEFAULT_DATABASE_URL
+    # An admin key given by the environment (docs/auth.md "Bootstrap"); never stored.
     admin_token: str | None = None
     host: str = "127.0.0.1"
     port: int = 8000
@@ -26,6 +27,18 @@ class Settings(BaseSettings):
     db_pool_size: int = Field(default=10, ge=1)
     # How stale the tool registry may be on a replica (app/registry.py states the bound).
     registry_ttl_seconds: float = Field(default=1.0, ge=0)
+
+    # Authentication (docs/auth.md). A validated key is remembered this long in each
+    # process; revocation reaches other processes at once through LISTEN/NOTIFY on
+    # PostgreSQL, and within this bound otherwise.
+    key_cache_ttl_seconds: float = Field(default=1.0, ge=0)
+    # Whether non-admin keys may bring their own profile: stateless authorize requests and
+    # plans created with an inline safety_profile (admins always may; docs/auth.md).
+    allow_inline_profiles: bool = True
+    # Requests per second per key, a token bucket in each process's memory (None = off);
+    # the burst defaults to max(1, rate).
+    rate_limit_per_second: float | None = Field(default=None, gt=0)
+    rate_limit_burst: int | None = Field(default=None, ge=1)
 
     # Decision log. Disabling it breaks "no record, no allow"; it exists to measure what
     # durability costs (bench/), not for production.

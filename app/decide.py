@@ -13,8 +13,9 @@ from uuid_utils import uuid7
 from app.api.schemas import AuthorizeIn
 from app.decisions.records import mask, new_record
 from app.plans import PlanCache, load_lock
-from app.policy.checks import evaluate
+from app.policy.checks import evaluate, unregistered
 from app.policy.model import Layer, Tool
+from app.registry import RegistryCache
 
 
 def new_decision_id() -> str:
@@ -38,6 +39,7 @@ async def decide(
     *,
     sessions: Any,
     cache: PlanCache,
+    registry: RegistryCache,
     masked: frozenset[str] = frozenset(),
     caller: Caller = Caller(),
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -61,10 +63,16 @@ async def decide(
         label = request.context.plan_id
         stored_read_only = False
 
-    tool = request.core_tool(None)
+    await registry.ensure_fresh(sessions)
+    registered = registry.get(request.tool.name)
     context = request.core_context(plan_id=label, stored_read_only=stored_read_only)
-    verdict = evaluate(tool, context, profile, layer=Layer(request.layer),
-                       explain=request.explain)
+    if registered is None and await registry.deny_unregistered(project, sessions):
+        verdict = unregistered(request.tool.name, label, explain=request.explain)
+        tool = Tool(name=request.tool.name, writes=False, checkpointable=False, unsafe=False)
+    else:
+        tool = request.core_tool(registered)
+        verdict = evaluate(tool, context, profile, layer=Layer(request.layer),
+                           explain=request.explain)
     deny = verdict.deny
     decision_id = new_decision_id()
     response = {

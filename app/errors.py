@@ -12,6 +12,7 @@ from typing import Any
 class ToolgateError(Exception):
     status = 500
     code = "internal"
+    headers: dict[str, str] | None = None
 
     def __init__(self, message: str, *, code: str | None = None, **details: Any) -> None:
         super().__init__(message)
@@ -44,11 +45,21 @@ class PayloadTooLarge(ToolgateError):
 class Unauthorized(ToolgateError):
     status = 401
     code = "unauthorized"
+    headers = {"WWW-Authenticate": "Bearer"}
 
 
 class Forbidden(ToolgateError):
     status = 403
     code = "forbidden"
+
+
+class RateLimited(ToolgateError):
+    status = 429
+    code = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after: int, **details: Any) -> None:
+        super().__init__(message, retry_after=retry_after, **details)
+        self.headers = {"Retry-After": str(retry_after)}
 
 
 class Unavailable(ToolgateError):

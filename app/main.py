@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from app.api import handlers
 from app.api.deps import AppState
@@ -14,11 +14,18 @@ from app.api.routes_config import router as config_router
 from app.api.routes_decide import batch_router, router as decide_router
 from app.api.routes_decisions import router as decisions_router
 from app.api.routes_health import router as health_router
+from app.api.routes_keys import router as keys_router
 from app.api.routes_plans import router as plans_router
+from app.api.routes_test import router as test_router
 from app.api.routes_registry import router as registry_router
 from app.api.routes_registry import safety_test_router
+from app.auth.deps import authorize
+from app.auth.keys import Authenticator, KeyCache
+from app.auth.ratelimit import RateLimiter
+from app.auth.repo import KEYS_CHANNEL
 from app.config import Settings
 from app.decisions.log import DecisionLog
+from app.notify import Notifier
 from app.plans import PlanCache
 from app.registry import RegistryCache
 from app.store import migrate
@@ -43,18 +50,31 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         if decision_log is not None:
             decision_log.start()
+        key_cache = KeyCache(ttl=settings.key_cache_ttl_seconds)
+        notifier = Notifier(settings.database_url)
+        notifier.subscribe(KEYS_CHANNEL, key_cache.clear)
+        await notifier.start()
         app.state.toolgate = AppState(
             settings=settings,
             engine=engine,
             sessions=sessions,
             plan_cache=PlanCache(settings.plan_cache_size),
             schema_head=migrate.head(settings.database_url),
+            known_revisions=migrate.known_revisions(settings.database_url),
             registry=RegistryCache(ttl=settings.registry_ttl_seconds),
             decision_log=decision_log,
+            authenticator=Authenticator(sessions=sessions, cache=key_cache,
+                                        admin_token=settings.admin_token),
+            key_cache=key_cache,
+            rate_limiter=RateLimiter(rate=settings.rate_limit_per_second,
+                                     burst=settings.rate_limit_burst)
+            if settings.rate_limit_per_second else None,
+            notifier=notifier,
         )
         try:
             yield
         finally:
+            await notifier.close()
             if decision_log is not None:
                 await decision_log.close()
             await engine.dispose()
@@ -62,8 +82,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="toolgate", version="0.1.0", description=DESCRIPTION,
                   lifespan=lifespan)
     handlers.install(app)
-    for router in (health_router, decide_router, batch_router, plans_router, config_router,
-                   registry_router, safety_test_router, decisions_router):
-        app.include_router(router)
+    app.include_router(health_router)
+    # Every other route needs a key, and the role its route has in app/auth/roles.py.
+    for router in (decide_router, batch_router, plans_router, config_router,
+                   registry_router, safety_test_router, decisions_router,
+                   test_router, keys_router):
+        app.include_router(router, dependencies=[Depends(authorize)])
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     return app

@@ -24,7 +24,12 @@ from app.main import create_app
 from app.store import migrate
 
 PG_DSN = os.environ.get("TOOLGATE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
-PG_TEMPLATE = "toolgate_test_template"
+# One template per test run: runs in parallel (several checkouts, one server) must not drop
+# each other's template.
+PG_TEMPLATE = f"toolgate_test_template_{os.getpid()}"
+# Every app the tests build accepts this admin key; `client` sends it by default.
+ADMIN_TOKEN = "test-admin-token"
+ADMIN_HEADERS = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 REQUIRE_PG = os.environ.get("TOOLGATE_REQUIRE_POSTGRES") == "1"
 
 
@@ -49,17 +54,21 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def pg_template() -> str | None:
+def pg_template() -> Iterator[str | None]:
     try:
         asyncio.run(_pg_admin("SELECT 1"))
     except Exception as exc:
         if REQUIRE_PG:
             pytest.fail(f"Postgres is required (TOOLGATE_REQUIRE_POSTGRES=1) but: {exc}")
-        return None
+        yield None
+        return
     asyncio.run(_pg_admin(f"DROP DATABASE IF EXISTS {PG_TEMPLATE} WITH (FORCE)"))
     asyncio.run(_pg_admin(f"CREATE DATABASE {PG_TEMPLATE}"))
-    migrate.upgrade(_pg_url(PG_TEMPLATE))
-    return PG_TEMPLATE
+    try:
+        migrate.upgrade(_pg_url(PG_TEMPLATE))
+        yield PG_TEMPLATE
+    finally:
+        asyncio.run(_pg_admin(f"DROP DATABASE IF EXISTS {PG_TEMPLATE} WITH (FORCE)"))
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -83,7 +92,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path,
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url)
+    return Settings(database_url=database_url, admin_token=ADMIN_TOKEN)
 
 
 @pytest.fixture
@@ -91,6 +100,7 @@ async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://toolgate") as c:
+        async with httpx.AsyncClient(transport=transport, base_url="http://toolgate",
+                                     headers=ADMIN_HEADERS) as c:
             c.app = app  # type: ignore[attr-defined]
             yield c

@@ -10,9 +10,12 @@ from fastapi import Depends, Path, Request
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from app.api.schemas import NAME_PATTERN, PROFILE_NAME_PATTERN
+from app.auth.keys import Authenticator, KeyCache
+from app.auth.ratelimit import RateLimiter
 from app.config import Settings
 from app.decide import Caller
 from app.decisions.log import DecisionLog
+from app.notify import Notifier
 from app.plans import PlanCache
 from app.registry import RegistryCache
 
@@ -24,8 +27,13 @@ class AppState:
     sessions: async_sessionmaker
     plan_cache: PlanCache
     schema_head: str | None
+    known_revisions: frozenset[str]
     registry: RegistryCache
     decision_log: DecisionLog | None
+    authenticator: Authenticator
+    key_cache: KeyCache
+    rate_limiter: RateLimiter | None
+    notifier: Notifier
 
 
 def get_state(request: Request) -> AppState:

@@ -56,7 +56,7 @@ async def _validation(request: Request, exc: RequestValidationError) -> Response
 
 
 async def _toolgate(request: Request, exc: ToolgateError) -> Response:
-    return envelope(exc.status, exc.code, exc.message, exc.details)
+    return envelope(exc.status, exc.code, exc.message, exc.details, headers=exc.headers)
 
 
 async def _missing_capability(request: Request, exc: MissingCapability) -> Response:

@@ -18,6 +18,8 @@ from app.api.schemas import (
     ProfileVersionList,
     ProjectOut,
 )
+from app.auth.deps import PrincipalDep
+from app.auth.scope import action_not_found
 from app.decisions.audit import audit_change
 from app.errors import Conflict, InvalidInput, NotFound
 from app.store import repo
@@ -190,8 +192,9 @@ def _action_config(row) -> dict:  # type: ignore[no-untyped-def]
 
 
 @router.get("/actions/{action_id}", response_model=ActionOut)
-async def get_action(action_id: NameParam, session: Session) -> dict:
+async def get_action(action_id: NameParam, session: Session,
+                     principal: PrincipalDep) -> dict:
     row = await repo.get_action(session, action_id)
-    if row is None:
-        raise NotFound(f"action '{action_id}' does not exist", action_id=action_id)
+    if row is None or not principal.sees(row.project):
+        raise action_not_found(action_id)
     return _action(row)

@@ -16,6 +16,7 @@ from fastapi.responses import StreamingResponse
 from app.api.deps import Session, State
 from app.api.middleware import JSONRoute
 from app.api.schemas import NAME_PATTERN
+from app.auth.deps import PrincipalDep
 from app.decisions import queries
 from app.decisions.queries import Filters
 from app.decisions.records import RECORD_FIELDS
@@ -61,6 +62,7 @@ def _seq(cursor: str) -> int:
 @router.get("/decisions", summary="Decisions, newest first, filtered and paged")
 async def list_decisions(
     session: Session,
+    principal: PrincipalDep,
     since: datetime | None = None,
     until: datetime | None = None,
     project: NameQuery = None,
@@ -75,7 +77,8 @@ async def list_decisions(
     cursor: str | None = None,
 ) -> Response:
     filters = _filters(since, until, project=project, plan_id=plan_id, action_id=action_id,
-                       tool=tool, allowed=allowed, code=code, error=error, kind=kind)
+                       tool=tool, allowed=allowed, code=code, error=error, kind=kind,
+                       projects=principal.project_list())
     rows = await queries.page(session, filters, before_seq=_seq(cursor) if cursor else None,
                               limit=limit + 1)
     items = [queries.to_record(r) for r in rows[:limit]]
@@ -87,6 +90,7 @@ async def list_decisions(
 @router.get("/decisions/stats", summary="Counts by code/tool/project/allowed, and a series")
 async def decision_stats(
     session: Session,
+    principal: PrincipalDep,
     since: datetime | None = None,
     until: datetime | None = None,
     group_by: Literal["code", "tool", "project", "allowed", "error", "kind"] | None = None,
@@ -95,15 +99,17 @@ async def decision_stats(
     tool: NameQuery = None,
     kind: Kind | None = None,
 ) -> dict:
-    filters = _filters(since, until, project=project, tool=tool, kind=kind)
+    filters = _filters(since, until, project=project, tool=tool, kind=kind,
+                       projects=principal.project_list())
     answer = await queries.stats(session, filters, group_by=group_by, bucket=bucket)
     return {"since": since, "until": until, "group_by": group_by, "bucket": bucket, **answer}
 
 
 @router.get("/decisions/{decision_id}", summary="One decision or configuration change")
-async def get_decision(decision_id: str, session: Session) -> Response:
+async def get_decision(decision_id: str, session: Session,
+                       principal: PrincipalDep) -> Response:
     row = await queries.get(session, decision_id[:64])
-    if row is None:
+    if row is None or not principal.sees(row.project):
         raise NotFound(f"decision '{decision_id[:64]}' does not exist",
                        decision_id=decision_id[:64])
     return Response(orjson.dumps(queries.to_record(row)), media_type="application/json")
@@ -135,12 +141,16 @@ async def _csv(records: AsyncIterator[dict]) -> AsyncIterator[bytes]:
 @router.get("/audit/export", summary="Every record of a range, streamed (JSONL or CSV)")
 async def audit_export(
     state: State,
+    principal: PrincipalDep,
     since: datetime | None = None,
     until: datetime | None = None,
     format: Literal["jsonl", "csv"] = "jsonl",
 ) -> StreamingResponse:
     _filters(since, until)
-    records = queries.stream(state.sessions, _utc(since), _utc(until))
+    # A scoped key exports its projects' records only: such a file has gaps in the chain,
+    # so it cannot be verified offline (verify needs an unscoped key; docs/auth.md).
+    records = queries.stream(state.sessions, _utc(since), _utc(until),
+                             projects=principal.project_list())
     if format == "csv":
         return StreamingResponse(_csv(records), media_type="text/csv",
                                  headers={"Content-Disposition":
@@ -156,5 +166,7 @@ async def audit_verify(
     since: datetime | None = None,
     until: datetime | None = None,
 ) -> dict:
+    """The chain spans every project, so this needs a key whose projects are all (null):
+    a scoped key gets 403 (docs/auth.md)."""
     _filters(since, until)
     return (await queries.verify(state.sessions, _utc(since), _utc(until))).as_dict()

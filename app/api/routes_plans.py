@@ -13,6 +13,15 @@ from fastapi import APIRouter, Query, Response
 from app.api.deps import CallerDep, NameParam, Session, State
 from app.api.middleware import JSONRoute
 from app.api.schemas import NAME_PATTERN, PlanIn, PlanList, PlanOut, ResolveIn, ResolveOut
+from app.auth.deps import PrincipalDep
+from app.auth.keys import Principal
+from app.auth.scope import (
+    action_not_found,
+    plan_not_found,
+    require_action,
+    require_inline_allowed,
+    require_plan,
+)
 from app.decisions.audit import audit_change, record_in_transaction
 from app.errors import Conflict, InvalidInput, NotFound
 from app.plans import (
@@ -32,8 +41,13 @@ router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["plans"])
 @router.post("/plans", response_model=PlanOut, status_code=201,
              responses={200: {"model": PlanOut, "description": "The same request again"},
                         409: {"description": "plan_id exists with a different request"}})
-async def create_plan(body: PlanIn, session: Session, response: Response,
-                      caller: CallerDep) -> dict:
+async def create_plan(body: PlanIn, session: Session, response: Response, state: State,
+                      caller: CallerDep, principal: PrincipalDep) -> dict:
+    if body.safety_profile is not None:
+        require_inline_allowed(principal, state.settings.allow_inline_profiles,
+                               what="an inline safety_profile")
+    if principal.scoped:
+        await _check_plan_use(session, principal, body)
     plan, created = await use_plan(
         session,
         plan_id=body.plan_id or str(uuid4()),
@@ -52,6 +66,20 @@ async def create_plan(body: PlanIn, session: Session, response: Response,
         )
     response.status_code = 201 if created else 200
     return plan_out(plan)
+
+
+async def _check_plan_use(session: Session, principal: Principal, body: PlanIn) -> None:
+    """The action must be in the key's projects (else: as if it did not exist). A plan_id
+    taken in another project cannot be answered as missing, since it cannot be created
+    either: it is a conflict, without a word about the plan that holds it."""
+    action = await repo.get_action(session, body.action_id)
+    if action is None or not principal.sees(action.project):
+        raise action_not_found(body.action_id)
+    if body.plan_id is not None:
+        existing = await repo.get_plan(session, body.plan_id)
+        if existing is not None and not principal.sees(existing.project):
+            raise Conflict(f"plan_id '{body.plan_id}' is not available",
+                           code="plan_conflict", plan_id=body.plan_id)
 
 
 def _encode_cursor(created_at: datetime, plan_id: str) -> str:
@@ -73,6 +101,7 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
 @router.get("/plans", response_model=PlanList)
 async def list_plans(
     session: Session,
+    principal: PrincipalDep,
     action_id: Annotated[str | None, Query(pattern=NAME_PATTERN)] = None,
     project: Annotated[str | None, Query(pattern=NAME_PATTERN)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
@@ -80,7 +109,8 @@ async def list_plans(
 ) -> dict:
     before = _decode_cursor(cursor) if cursor else None
     rows = await repo.list_plans(session, action_id=action_id, project=project,
-                                 before=before, limit=limit + 1)
+                                 before=before, limit=limit + 1,
+                                 projects=principal.project_list())
     page = rows[:limit]
     next_cursor = (_encode_cursor(page[-1].created_at, page[-1].plan_id)
                    if len(rows) > limit else None)
@@ -88,18 +118,18 @@ async def list_plans(
 
 
 @router.get("/plans/{plan_id}", response_model=PlanOut)
-async def get_plan(plan_id: NameParam, session: Session) -> dict:
+async def get_plan(plan_id: NameParam, session: Session, principal: PrincipalDep) -> dict:
     plan = await repo.get_plan(session, plan_id)
-    if plan is None:
-        raise NotFound(f"plan '{plan_id}' does not exist", plan_id=plan_id)
+    if plan is None or not principal.sees(plan.project):
+        raise plan_not_found(plan_id)
     return plan_out(plan)
 
 
 async def _transition(plan_id: str, transition: str, target: str, session: Session,
-                      caller: CallerDep) -> dict:
+                      caller: CallerDep, principal: Principal) -> dict:
     plan = await repo.get_plan(session, plan_id)
-    if plan is None:
-        raise NotFound(f"plan '{plan_id}' does not exist", plan_id=plan_id)
+    if plan is None or not principal.sees(plan.project):
+        raise plan_not_found(plan_id)
     if plan.read_only:
         # Seed 001 layer 4: refuse before any state transition.
         raise Conflict(
@@ -116,14 +146,17 @@ async def _transition(plan_id: str, transition: str, target: str, session: Sessi
 
 @router.post("/plans/{plan_id}/execute", response_model=PlanOut,
              responses={409: {"description": "PlanReadOnlyError (code plan_read_only)"}})
-async def execute_plan(plan_id: NameParam, session: Session, caller: CallerDep) -> dict:
-    return await _transition(plan_id, "execute", "executing", session, caller)
+async def execute_plan(plan_id: NameParam, session: Session, caller: CallerDep,
+                       principal: PrincipalDep) -> dict:
+    return await _transition(plan_id, "execute", "executing", session, caller, principal)
 
 
 @router.post("/plans/{plan_id}/lifecycle-apply", response_model=PlanOut,
              responses={409: {"description": "PlanReadOnlyError (code plan_read_only)"}})
-async def lifecycle_apply(plan_id: NameParam, session: Session, caller: CallerDep) -> dict:
-    return await _transition(plan_id, "lifecycle-apply", "applied", session, caller)
+async def lifecycle_apply(plan_id: NameParam, session: Session, caller: CallerDep,
+                          principal: PrincipalDep) -> dict:
+    return await _transition(plan_id, "lifecycle-apply", "applied", session, caller,
+                             principal)
 
 
 def _lock_out(lock: PlanLock) -> dict:
@@ -131,9 +164,11 @@ def _lock_out(lock: PlanLock) -> dict:
 
 
 @router.post("/resolve", response_model=ResolveOut)
-async def resolve(body: ResolveIn, session: Session, state: State, caller: CallerDep) -> dict:
+async def resolve(body: ResolveIn, session: Session, state: State, caller: CallerDep,
+                  principal: PrincipalDep) -> dict:
     if body.plan_id is not None:
         lock = await load_lock(session, state.plan_cache, body.plan_id)
+        require_plan(principal, body.plan_id, lock.project)
         answer = _lock_out(lock)
         await _record_resolve(session, caller, body, answer, project=lock.project,
                               plan_id=lock.plan_id, action_id=lock.action_id)
@@ -142,6 +177,7 @@ async def resolve(body: ResolveIn, session: Session, state: State, caller: Calle
     project = body.project
     if body.action_id is not None:
         action = await get_action_or_404(session, body.action_id)
+        require_action(principal, body.action_id, action.project)
         if body.project is not None and body.project != action.project:
             raise InvalidInput(
                 f"project '{body.project}' differs from action '{action.action_id}''s project "
@@ -150,6 +186,8 @@ async def resolve(body: ResolveIn, session: Session, state: State, caller: Calle
                          "type": "value_error"}],
             )
         project = action.project
+    elif project is not None and not principal.sees(project):
+        raise NotFound(f"project '{project}' does not exist", project=project)
     resolved = await resolve_stored(
         session, plan=plan_level(body.automation_profile, body.safety_profile),
         action=action, project=project,

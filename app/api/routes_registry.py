@@ -7,7 +7,8 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, Request, Response
 
-from app.api.deps import NameParam, Session, State
+from app.api.bodies import bad, parse_items
+from app.api.deps import CallerDep, NameParam, Session, State
 from app.api.middleware import JSONRoute
 from app.api.registry_schemas import (
     MAX_TEXT_CHARS,
@@ -24,6 +25,8 @@ from app.api.registry_schemas import (
     ToolOut,
 )
 from app.decide import new_decision_id
+from app.decisions.audit import audit_change, record_decisions
+from app.decisions.records import new_record
 from app.errors import InvalidInput, NotFound
 from app.policy.screening import phrase_warnings, screen, screen_skills
 from app.store import registry_repo
@@ -53,10 +56,12 @@ def _tool(row: RegistryTool) -> dict[str, Any]:
 @router.put("/tools/{name}", response_model=ToolOut,
             responses={201: {"model": ToolOut, "description": "Created"}})
 async def put_tool(name: NameParam, body: ToolDefIn, session: Session, state: State,
-                   response: Response) -> dict:
+                   response: Response, caller: CallerDep) -> dict:
     """Register or reclassify a tool; decisions on every replica use it within the
     registry's staleness bound (`registry_ttl_seconds`), on this one at once."""
     cap = body.capability
+    existing = await registry_repo.get_tool(session, name)
+    before = _tool_config(existing) if existing else None
     row, created, changed = await registry_repo.put_tool(
         session, name, writes=cap.writes, read_only=cap.read_only,
         checkpointable=cap.checkpointable, unsafe=cap.unsafe,
@@ -65,8 +70,15 @@ async def put_tool(name: NameParam, body: ToolDefIn, session: Session, state: St
     )
     if changed:
         state.registry.invalidate_on_commit(session)
+        await audit_change(session, caller, resource="tool", name=name,
+                           operation="create" if created else "update",
+                           before=before, after=_tool_config(row))
     response.status_code = 201 if created else 200
     return _tool(row)
+
+
+def _tool_config(row: RegistryTool) -> dict[str, Any]:
+    return {k: v for k, v in _tool(row).items() if k not in ("created_at", "updated_at")}
 
 
 @router.get("/tools", response_model=ToolList)
@@ -83,10 +95,15 @@ async def get_tool(name: NameParam, session: Session) -> dict:
 
 
 @router.delete("/tools/{name}", status_code=204)
-async def delete_tool(name: NameParam, session: Session, state: State) -> Response:
+async def delete_tool(name: NameParam, session: Session, state: State,
+                      caller: CallerDep) -> Response:
+    existing = await registry_repo.get_tool(session, name)
+    before = _tool_config(existing) if existing else None
     if not await registry_repo.delete_tool(session, name):
         raise NotFound(f"tool '{name}' is not in the registry", tool=name)
     state.registry.invalidate_on_commit(session)
+    await audit_change(session, caller, resource="tool", name=name, operation="delete",
+                       before=before, after=None)
     return Response(status_code=204)
 
 
@@ -113,12 +130,20 @@ async def _get_skill(session: Any, name: str) -> Skill:
 @router.put("/skills/{name}", response_model=SkillOut,
             responses={201: {"model": SkillOut, "description": "Created"}})
 async def put_skill(name: NameParam, body: SkillIn, session: Session,
-                    response: Response) -> dict:
+                    response: Response, caller: CallerDep) -> dict:
     """`warnings` names each phrase likely to reject legitimate requests (a bare word, or
     fewer than 4 characters); the skill is stored all the same."""
+    existing = await registry_repo.get_skill(session, name)
+    before = ({"category": existing.category, "unsafe_phrases": list(existing.unsafe_phrases)}
+              if existing else None)
     row, created = await registry_repo.put_skill(
         session, name, category=body.category, unsafe_phrases=body.unsafe_phrases
     )
+    after = {"category": row.category, "unsafe_phrases": list(row.unsafe_phrases)}
+    if before != after:
+        await audit_change(session, caller, resource="skill", name=name,
+                           operation="create" if created else "update",
+                           before=before, after=after)
     response.status_code = 201 if created else 200
     return _skill(row)
 
@@ -134,9 +159,14 @@ async def get_skill(name: NameParam, session: Session) -> dict:
 
 
 @router.delete("/skills/{name}", status_code=204)
-async def delete_skill(name: NameParam, session: Session) -> Response:
+async def delete_skill(name: NameParam, session: Session, caller: CallerDep) -> Response:
+    existing = await registry_repo.get_skill(session, name)
+    before = ({"category": existing.category, "unsafe_phrases": list(existing.unsafe_phrases)}
+              if existing else None)
     if not await registry_repo.delete_skill(session, name):
         raise NotFound(f"skill '{name}' does not exist", skill=name)
+    await audit_change(session, caller, resource="skill", name=name, operation="delete",
+                       before=before, after=None)
     return Response(status_code=204)
 
 
@@ -144,7 +174,8 @@ async def delete_skill(name: NameParam, session: Session) -> Response:
 
 @router.post("/screen", response_model=ScreenOut,
              summary="Pre-model rejection: does the text contain a skill's unsafe phrase?")
-async def screen_text(body: ScreenIn, session: Session) -> dict:
+async def screen_text(body: ScreenIn, session: Session, state: State,
+                      caller: CallerDep) -> dict:
     """Deterministic: `phrase in text.lower()`, phrases in the skill's stored order, first
     match wins. Without `skill`, every skill is screened in name order. A rejection is a
     successful answer (200), like a deny."""
@@ -156,16 +187,31 @@ async def screen_text(body: ScreenIn, session: Session) -> dict:
         skills = await registry_repo.list_skills(session)
         match = screen_skills(body.text, ((s.name, s.unsafe_phrases) for s in skills))
     decision_id = new_decision_id()
-    # recorded by the decision log (issue 3)
     if match is None:
-        return {"decision_id": decision_id, "rejected": False, "matched_phrase": None,
-                "skill": body.skill, "error": None, "code": None,
-                "message": "no unsafe phrase matched"}
-    skill, phrase = match
-    return {"decision_id": decision_id, "rejected": True, "matched_phrase": phrase,
-            "skill": skill, "error": "UnsafeRequestRejectedError", "code": "unsafe_phrase",
-            "message": f"Request rejected before any model ran: it contains the unsafe "
-                       f"phrase '{phrase}' of skill '{skill}'"}
+        answer = {"decision_id": decision_id, "rejected": False, "matched_phrase": None,
+                  "skill": body.skill, "error": None, "code": None,
+                  "message": "no unsafe phrase matched"}
+    else:
+        skill, phrase = match
+        answer = {"decision_id": decision_id, "rejected": True, "matched_phrase": phrase,
+                  "skill": skill, "error": "UnsafeRequestRejectedError",
+                  "code": "unsafe_phrase",
+                  "message": f"Request rejected before any model ran: it contains the unsafe "
+                             f"phrase '{phrase}' of skill '{skill}'"}
+    # Like any decision: recorded before it is answered (503 otherwise).
+    await record_decisions(state.decision_log, [new_record(
+        "screen", decision_id, allowed=not answer["rejected"], code=answer["code"],
+        error=answer["error"], check="screen" if answer["rejected"] else None,
+        request_id=caller.request_id, key_id=caller.key_id,
+        detail={"skill": answer["skill"], "matched_phrase": answer["matched_phrase"],
+                "text": body.text[:SCREEN_TEXT_KEPT], "text_length": len(body.text)},
+    )])
+    return answer
+
+
+# The screened text is kept in the log for incident reconstruction, up to this many
+# characters (agents' requests can be long; the phrase match is what matters).
+SCREEN_TEXT_KEPT = 2000
 
 
 # --- safety tests -----------------------------------------------------------------------
@@ -194,91 +240,26 @@ SAFETY_TEST_BODY = {
 }
 
 
-def _bad(field: str, message: str, kind: str, code: str = "invalid_input",
-         **details: Any) -> InvalidInput:
-    return InvalidInput(f"invalid input: {field}: {message}", code=code,
-                        fields=[{"field": field, "message": message, "type": kind}], **details)
-
-
 def _utterance(item: Any, field: str) -> str:
     """A string, or an object carrying it under `text` or `utterance`."""
     if isinstance(item, dict):
         keys = [k for k in ("text", "utterance") if k in item]
         if len(keys) != 1:
-            raise _bad(field, "an object needs exactly one of 'text' or 'utterance'",
+            raise bad(field, "an object needs exactly one of 'text' or 'utterance'",
                        "missing" if not keys else "value_error")
         item = item[keys[0]]
         field = f"{field}.{keys[0]}"
     if not isinstance(item, str):
-        raise _bad(field, "an utterance must be a string", "string_type")
+        raise bad(field, "an utterance must be a string", "string_type")
     if len(item) > MAX_TEXT_CHARS:
-        raise _bad(field, f"an utterance is at most {MAX_TEXT_CHARS} characters",
+        raise bad(field, f"an utterance is at most {MAX_TEXT_CHARS} characters",
                    "string_too_long")
     return item
 
 
-def _from_json(data: Any) -> list[tuple[int, str]] | None:
-    """A JSON list or {"utterances": [...]}; None when `data` is neither."""
-    if isinstance(data, dict) and "utterances" in data:
-        extra = sorted(set(data) - {"utterances"})
-        if extra:
-            raise _bad(extra[0], "unknown field", "extra_forbidden")
-        data = data["utterances"]
-        if not isinstance(data, list):
-            raise _bad("utterances", "must be a list", "list_type")
-    if not isinstance(data, list):
-        return None
-    return [(i, _utterance(item, f"utterances.{i - 1}")) for i, item in enumerate(data, 1)]
-
-
-def _from_jsonl(text: str) -> list[tuple[int, str]]:
-    out = []
-    for number, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            item = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise _bad(f"line {number}", f"line {number} is not valid JSON ({exc})",
-                       "json_invalid", line=number) from None
-        try:
-            out.append((number, _utterance(item, f"line {number}")))
-        except InvalidInput as exc:
-            exc.details["line"] = number
-            raise
-    return out
-
-
 def parse_utterances(body: bytes, content_type: str) -> list[tuple[int, str]]:
     """(line or position, utterance) pairs; InvalidInput naming the first bad one."""
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _bad("body", f"not UTF-8 ({exc.reason} at byte {exc.start})",
-                   "unicode_error") from None
-    media = content_type.split(";", 1)[0].strip().lower()
-    if media == "application/json":
-        try:
-            data = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            raise _bad("body", f"not valid JSON ({exc})", "json_invalid",
-                       code="invalid_json") from None
-        items = _from_json(data)
-        if items is None:
-            raise _bad("body", "expected a JSON list of utterances or {\"utterances\": [...]}",
-                       "model_type")
-    else:
-        # JSONL (the JSONL types, or any other type such as curl's form default), unless the
-        # whole body is a JSON list or {"utterances": [...]}: no JSONL file is either.
-        try:
-            items = _from_json(orjson.loads(body))
-        except orjson.JSONDecodeError:
-            items = None
-        if items is None:
-            items = _from_jsonl(text)
-    if not items:
-        raise _bad("body", "no utterances: a safety test needs at least one", "too_short")
-    return items
+    return parse_items(body, content_type, key="utterances", item=_utterance)
 
 
 @safety_test_router.post(
@@ -301,13 +282,20 @@ async def safety_test(name: NameParam, request: Request, session: Session) -> di
 
 @router.put("/projects/{project}/registry-settings", response_model=RegistrySettingsOut)
 async def put_registry_settings(project: NameParam, body: RegistrySettingsIn,
-                                session: Session, state: State) -> dict:
+                                session: Session, state: State, caller: CallerDep) -> dict:
     """`deny_unregistered_tools`: decisions in this project refuse tools missing from the
     registry instead of trusting a submitted capability."""
+    existing = await registry_repo.get_registry_settings(session, project)
+    before = existing.deny_unregistered_tools if existing else None
     row = await registry_repo.put_registry_settings(
         session, project, deny_unregistered_tools=body.deny_unregistered_tools
     )
     state.registry.invalidate_on_commit(session)
+    if before != row.deny_unregistered_tools:
+        await audit_change(session, caller, resource="registry_settings", name=project,
+                           project=project, operation="update",
+                           before={"deny_unregistered_tools": before},
+                           after={"deny_unregistered_tools": row.deny_unregistered_tools})
     return {"project": row.project, "deny_unregistered_tools": row.deny_unregistered_tools,
             "updated_at": row.updated_at}
 

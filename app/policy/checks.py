@@ -273,6 +273,18 @@ def evaluate(
     return Verdict(first is None, first, tuple(report))
 
 
+def unregistered(name: str, plan_id: str | None, *, explain: bool = False) -> Verdict:
+    """A project that requires registered tools refuses one the registry does not know."""
+    deny = _deny(
+        "tool_not_activated",
+        f"Tool '{name}' is not in the tool registry and this project only allows registered "
+        f"tools (plan '{plan_id}')",
+        tool=name,
+    )
+    checks = (CheckResult("registry", FAIL, deny.message),) if explain else None
+    return Verdict(False, deny, checks)
+
+
 class MissingCapability(ValueError):
     """An unregistered tool did not say what it does; the service answers 422."""
 

@@ -183,12 +183,16 @@ async def list_plans(
     project: str | None,
     before: tuple[datetime, str] | None,
     limit: int,
+    projects: list[str] | None = None,
 ) -> list[Plan]:
+    """`projects`: None = every project, else only plans of these (a key's scope)."""
     query = select(Plan).order_by(Plan.created_at.desc(), Plan.plan_id.desc()).limit(limit)
     if action_id is not None:
         query = query.where(Plan.action_id == action_id)
     if project is not None:
         query = query.where(Plan.project == project)
+    if projects is not None:
+        query = query.where(Plan.project.in_(projects))
     if before is not None:
         created_at, plan_id = before
         query = query.where(

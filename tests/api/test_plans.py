@@ -107,7 +107,8 @@ async def test_lock_survives_a_new_app_instance(client, settings):
     other = create_app(settings)
     async with other.router.lifespan_context(other):
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=other),
-                                     base_url="http://replica") as replica:
+                                     base_url="http://replica",
+                                     headers=client.headers) as replica:
             r = await replica.post("/v1/authorize-tool", json={
                 "plan_id": "p", "tool": {"name": "fs.write", "capability": {
                     "writes": True, "checkpointable": True, "unsafe": False}}})

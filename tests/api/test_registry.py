@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 
 from app.config import Settings
 from app.main import create_app
 from app.registry import RegistryCache
+from tests.conftest import ADMIN_HEADERS, ADMIN_TOKEN
 
 WRITER = {
     "capability": {"writes": True, "checkpointable": True, "unsafe": False},
@@ -165,10 +168,11 @@ async def test_staleness_is_bounded_by_ttl(client, database_url):
     cache = RegistryCache(ttl=1.0, clock=lambda: now[0])
     sessions = client.app.state.toolgate.sessions
     await cache.ensure_fresh(sessions)
-    other = create_app(Settings(database_url=database_url))
+    other = create_app(Settings(database_url=database_url, admin_token=ADMIN_TOKEN))
     async with other.router.lifespan_context(other):
         transport = httpx.ASGITransport(app=other)
-        async with httpx.AsyncClient(transport=transport, base_url="http://b") as b:
+        async with httpx.AsyncClient(transport=transport, base_url="http://b",
+                                     headers=ADMIN_HEADERS) as b:
             assert (await b.put("/v1/tools/t", json=WRITER)).status_code == 201
     now[0] = 0.5
     await cache.ensure_fresh(sessions)
@@ -176,3 +180,14 @@ async def test_staleness_is_bounded_by_ttl(client, database_url):
     now[0] = 1.0
     await cache.ensure_fresh(sessions)
     assert cache.get("t") is not None
+
+
+async def test_racing_creates_of_one_tool_do_not_fail(client):
+    """Registry writers are serialised by the registry lock: one create, the rest updates."""
+    bodies = [{**WRITER, "skill_category": f"c{i}"} for i in range(5)]
+    answers = await asyncio.gather(*(client.put("/v1/tools/race", json=b) for b in bodies))
+    assert sorted(r.status_code for r in answers) == [200, 200, 200, 200, 201]
+    answers = await asyncio.gather(*(client.put(f"/v1/skills/race{i % 2}",
+                                                json={"unsafe_phrases": [f"p {i}"]})
+                                     for i in range(4)))
+    assert sorted(r.status_code for r in answers) == [200, 200, 201, 201]

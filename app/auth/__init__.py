@@ -1,0 +1,1 @@
+"""API keys, roles and project scope (docs/auth.md)."""

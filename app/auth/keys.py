@@ -1,0 +1,160 @@
+"""API key secrets, the caller they stand for, and checking a presented key on the hot path.
+
+A key is `tg_` + 32 random bytes (urlsafe base64). Only sha256(key) is stored. A fast hash
+is the right one here: password hashes are slow to make guessing a *low-entropy* secret
+expensive, but guessing 256 random bits is out of reach at any hash speed, and every
+authorize call pays for the hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.auth import repo
+from app.auth.roles import Role
+from app.errors import Unauthorized
+
+SECRET_PREFIX = "tg_"
+DISPLAY_CHARS = 10  # "tg_" and 7 random characters: enough to tell keys apart
+# The key id recorded for requests made with TOOLGATE_ADMIN_TOKEN (not a stored key).
+ADMIN_TOKEN_ID = "admin-token"
+
+
+def new_secret() -> str:
+    return SECRET_PREFIX + secrets.token_urlsafe(32)
+
+
+def new_key_id() -> str:
+    return "key_" + secrets.token_hex(8)
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def display_prefix(secret: str) -> str:
+    return secret[:DISPLAY_CHARS]
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """The caller a valid key stands for."""
+
+    key_id: str
+    role: Role
+    projects: frozenset[str] | None  # None = every project
+    expires_at: datetime | None = None
+
+    @property
+    def scoped(self) -> bool:
+        return self.projects is not None
+
+    def sees(self, project: str | None) -> bool:
+        """Whether a resource of `project` exists for this caller. A scoped key sees only
+        its projects; a resource in no project belongs to none of them."""
+        return self.projects is None or (project is not None and project in self.projects)
+
+    def project_list(self) -> list[str] | None:
+        """For query filters: None (no filter) or the sorted scope."""
+        return None if self.projects is None else sorted(self.projects)
+
+    def expired(self, now: datetime) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
+
+
+class KeyCache:
+    """Validated keys by hash, each trusted for `ttl` seconds.
+
+    `clear()` drops everything at once: the revoking process calls it when its transaction
+    commits, and the LISTEN/NOTIFY listener when another process revoked. A lookup that was
+    already reading the database when a clear happened does not store its (possibly
+    pre-revocation) answer, or the revocation could hide behind it for a whole ttl.
+    """
+
+    def __init__(self, *, ttl: float, capacity: int = 10_000,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl = ttl
+        self.capacity = capacity
+        self._clock = clock
+        self._entries: dict[str, tuple[Principal, float]] = {}
+        self.generation = 0
+
+    def get(self, key_hash: str) -> Principal | None:
+        entry = self._entries.get(key_hash)
+        if entry is None:
+            return None
+        principal, stored_at = entry
+        if self._clock() - stored_at >= self.ttl:
+            del self._entries[key_hash]
+            return None
+        return principal
+
+    def put(self, key_hash: str, principal: Principal, *, generation: int) -> None:
+        if generation != self.generation or self.ttl <= 0 or self.capacity <= 0:
+            return
+        if len(self._entries) >= self.capacity and key_hash not in self._entries:
+            del self._entries[next(iter(self._entries))]
+        self._entries[key_hash] = (principal, self._clock())
+
+    def clear(self, _payload: Any = None) -> None:
+        self.generation += 1
+        self._entries.clear()
+
+    def clear_on_commit(self, session: AsyncSession) -> None:
+        """Clear once `session`'s transaction has committed (a lookup between the change and
+        its commit would still read the key as valid)."""
+        event.listen(session.sync_session, "after_commit", self.clear, once=True)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+INVALID = "invalid, revoked or expired API key"
+
+
+class Authenticator:
+    """Turns an `Authorization: Bearer` secret into a Principal, or raises Unauthorized."""
+
+    def __init__(self, *, sessions: async_sessionmaker, cache: KeyCache,
+                 admin_token: str | None) -> None:
+        self.sessions = sessions
+        self.cache = cache
+        self._admin_hash = hash_secret(admin_token) if admin_token else None
+
+    async def authenticate(self, secret: str) -> Principal:
+        key_hash = hash_secret(secret)
+        now = datetime.now(UTC)
+        if self._admin_hash is not None and hmac.compare_digest(key_hash, self._admin_hash):
+            return ADMIN
+        principal = self.cache.get(key_hash)
+        if principal is None:
+            generation = self.cache.generation
+            async with self.sessions() as session:
+                row = await repo.get_by_hash(session, key_hash)
+            # Looking up by hash, never by the key, already keeps timing from telling
+            # anything about a key; the final check is constant-time all the same.
+            if row is None or not hmac.compare_digest(row.key_hash, key_hash) \
+                    or row.revoked_at is not None:
+                raise Unauthorized(INVALID)
+            principal = Principal(
+                key_id=row.id, role=Role(row.role),
+                projects=frozenset(row.projects) if row.projects is not None else None,
+                expires_at=row.expires_at,
+            )
+            self.cache.put(key_hash, principal, generation=generation)
+        if principal.expired(now):
+            raise Unauthorized(INVALID)
+        return principal
+
+
+ADMIN = Principal(key_id=ADMIN_TOKEN_ID, role=Role.ADMIN, projects=None)

@@ -1,0 +1,142 @@
+"""The role matrix as data: which roles hold each permission, and which permission each
+route needs. The auth dependency (app/auth/deps.py), the docs table (docs/auth.md) and the
+route-coverage test all read these two tables; change access here and nowhere else."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Role(StrEnum):
+    ADMIN = "admin"
+    AGENT = "agent"
+    APPROVER = "approver"
+    AUDITOR = "auditor"
+
+
+ALL_ROLES = frozenset(Role)
+
+
+@dataclass(frozen=True)
+class Rule:
+    roles: frozenset[Role]
+    # Needs a key whose project scope is "all" (projects = null): the answer spans projects.
+    unscoped_only: bool = False
+    note: str = ""
+
+
+def _roles(*roles: Role) -> frozenset[Role]:
+    return frozenset({Role.ADMIN, *roles})
+
+
+PERMISSIONS: dict[str, Rule] = {
+    "errors.read": Rule(ALL_ROLES, note="any valid key"),
+    "profiles.read": Rule(_roles(Role.AGENT, Role.AUDITOR), note="profiles are global"),
+    "profiles.write": Rule(_roles()),
+    "config.read": Rule(_roles(Role.AGENT, Role.AUDITOR), note="the global config"),
+    "config.write": Rule(_roles(), note="global config, projects, actions"),
+    "projects.read": Rule(_roles(Role.AGENT, Role.APPROVER, Role.AUDITOR),
+                          note="within the key's projects, else 404"),
+    "actions.read": Rule(_roles(Role.AGENT, Role.APPROVER, Role.AUDITOR),
+                         note="within the key's projects, else 404"),
+    "plans.create": Rule(_roles(Role.AGENT),
+                         note="the action must be in the key's projects, else 404"),
+    "plans.read": Rule(_roles(Role.AGENT, Role.APPROVER),
+                       note="within the key's projects (lists filtered, others 404)"),
+    "plans.transition": Rule(_roles(Role.AGENT), note="within the key's projects, else 404"),
+    "resolve": Rule(_roles(Role.AGENT),
+                    note="a plan, action or project outside the key's projects is 404"),
+    "authorize": Rule(_roles(Role.AGENT),
+                      note="a plan outside the key's projects is 404; stateless requests "
+                           "need allow_inline_profiles (or an admin)"),
+    "decisions.test": Rule(_roles(Role.AGENT), unscoped_only=True,
+                           note="cases may name any plan: a scoped key gets 403"),
+    "screen": Rule(_roles(Role.AGENT)),
+    "safety_test": Rule(_roles(Role.AGENT)),
+    "registry.read": Rule(ALL_ROLES, note="tools and skills are global; registry settings "
+                                          "within the key's projects, else 404"),
+    "registry.write": Rule(_roles()),
+    "decisions.read": Rule(_roles(Role.AUDITOR),
+                           note="decisions and stats, filtered to the key's projects"),
+    "audit.export": Rule(_roles(Role.AUDITOR), note="filtered to the key's projects"),
+    "audit.verify": Rule(_roles(Role.AUDITOR), unscoped_only=True,
+                         note="the whole chain: a scoped key gets 403"),
+    "keys.manage": Rule(_roles()),
+}
+
+# Routes that never need a key.
+PUBLIC: frozenset[tuple[str, str]] = frozenset({
+    ("GET", "/healthz"), ("GET", "/readyz"),
+    ("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/docs/oauth2-redirect"),
+    ("GET", "/redoc"),
+})
+
+# (method, path template) -> permission. A route missing here answers 403 to every key but
+# an admin's, and tests/api/test_route_coverage.py fails until it is added.
+ROUTES: dict[tuple[str, str], str] = {
+    ("GET", "/v1/errors"): "errors.read",
+    ("GET", "/v1/profiles"): "profiles.read",
+    ("GET", "/v1/profiles/{name}"): "profiles.read",
+    ("GET", "/v1/profiles/{name}/versions"): "profiles.read",
+    ("PUT", "/v1/profiles/{name}"): "profiles.write",
+    ("DELETE", "/v1/profiles/{name}"): "profiles.write",
+    ("GET", "/v1/config"): "config.read",
+    ("PUT", "/v1/config"): "config.write",
+    ("GET", "/v1/projects/{project}"): "projects.read",
+    ("PUT", "/v1/projects/{project}"): "config.write",
+    ("GET", "/v1/actions/{action_id}"): "actions.read",
+    ("PUT", "/v1/actions/{action_id}"): "config.write",
+    ("POST", "/v1/plans"): "plans.create",
+    ("GET", "/v1/plans"): "plans.read",
+    ("GET", "/v1/plans/{plan_id}"): "plans.read",
+    ("POST", "/v1/plans/{plan_id}/execute"): "plans.transition",
+    ("POST", "/v1/plans/{plan_id}/lifecycle-apply"): "plans.transition",
+    ("POST", "/v1/resolve"): "resolve",
+    ("POST", "/v1/authorize-tool"): "authorize",
+    ("POST", "/v1/authorize-tools"): "authorize",
+    ("POST", "/v1/test"): "decisions.test",
+    ("POST", "/v1/screen"): "screen",
+    ("POST", "/v1/skills/{name}/safety-test"): "safety_test",
+    ("GET", "/v1/tools"): "registry.read",
+    ("GET", "/v1/tools/{name}"): "registry.read",
+    ("PUT", "/v1/tools/{name}"): "registry.write",
+    ("DELETE", "/v1/tools/{name}"): "registry.write",
+    ("GET", "/v1/skills"): "registry.read",
+    ("GET", "/v1/skills/{name}"): "registry.read",
+    ("PUT", "/v1/skills/{name}"): "registry.write",
+    ("DELETE", "/v1/skills/{name}"): "registry.write",
+    ("GET", "/v1/projects/{project}/registry-settings"): "registry.read",
+    ("PUT", "/v1/projects/{project}/registry-settings"): "registry.write",
+    ("GET", "/v1/decisions"): "decisions.read",
+    ("GET", "/v1/decisions/stats"): "decisions.read",
+    ("GET", "/v1/decisions/{decision_id}"): "decisions.read",
+    ("GET", "/v1/audit/export"): "audit.export",
+    ("GET", "/v1/audit/verify"): "audit.verify",
+    ("POST", "/v1/keys"): "keys.manage",
+    ("GET", "/v1/keys"): "keys.manage",
+    ("DELETE", "/v1/keys/{key_id}"): "keys.manage",
+}
+
+# Unmapped routes: admins only (fail closed, still behind a key).
+FALLBACK = Rule(frozenset({Role.ADMIN}))
+
+
+def rule_for(method: str, path: str) -> tuple[str | None, Rule]:
+    permission = ROUTES.get((method, path))
+    if permission is None:
+        return None, FALLBACK
+    return permission, PERMISSIONS[permission]
+
+
+def matrix_markdown() -> str:
+    """The table in docs/auth.md (a test keeps the two identical)."""
+    order = list(Role)
+    lines = ["| permission | routes | " + " | ".join(r.value for r in order) + " | notes |",
+             "|---|---|" + "---|" * len(order) + "---|"]
+    for permission, rule in PERMISSIONS.items():
+        routes = "<br>".join(f"`{m} {p}`" for (m, p), perm in ROUTES.items()
+                             if perm == permission)
+        marks = " | ".join("yes" if role in rule.roles else "" for role in order)
+        lines.append(f"| {permission} | {routes} | {marks} | {rule.note} |")
+    return "\n".join(lines) + "\n"

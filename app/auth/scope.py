@@ -1,0 +1,61 @@
+"""Project isolation for the routes whose resource is only known after a lookup.
+
+Rule (docs/auth.md "Isolation"): a plan, action or decision of a project outside the key's
+scope is answered exactly as one that does not exist (same status, code and message), so
+its existence does not leak. Routes with a `{project}` path parameter are handled once in
+`app.auth.deps.authorize`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.auth.keys import Principal
+from app.auth.roles import Role
+from app.errors import Forbidden, NotFound
+from app.plans import PlanLock, load_lock
+
+
+def plan_not_found(plan_id: str) -> NotFound:
+    # The very words of app.plans.load_lock and the plan routes for a missing plan.
+    return NotFound(f"plan '{plan_id}' does not exist", plan_id=plan_id)
+
+
+def action_not_found(action_id: str) -> NotFound:
+    return NotFound(f"action '{action_id}' does not exist", action_id=action_id)
+
+
+def require_plan(principal: Principal, plan_id: str, project: str | None) -> None:
+    if not principal.sees(project):
+        raise plan_not_found(plan_id)
+
+
+def require_action(principal: Principal, action_id: str, project: str | None) -> None:
+    if not principal.sees(project):
+        raise action_not_found(action_id)
+
+
+def require_inline_allowed(principal: Principal, allowed: bool, *, what: str) -> None:
+    """`allow_inline_profiles = false`: only admins may bring their own profile."""
+    if not allowed and principal.role is not Role.ADMIN:
+        raise Forbidden(
+            f"{what} is disabled for non-admin keys (allow_inline_profiles is false): "
+            "name a plan instead", code="inline_profile_forbidden",
+        )
+
+
+async def check_authorize(request: Any, principal: Principal, *, state: Any) -> None:
+    """Before a decision: the plan must be in the key's projects, and a stateless request
+    is refused to non-admins when inline profiles are off (no profile at all is laxer
+    than any inline one, so it is refused too)."""
+    if request.plan_id is None:
+        require_inline_allowed(principal, state.settings.allow_inline_profiles,
+                               what="a stateless request (no plan_id)")
+        return
+    if not principal.scoped:
+        return
+    lock: PlanLock | None = state.plan_cache.get(request.plan_id)
+    if lock is None:
+        async with state.sessions() as session:
+            lock = await load_lock(session, state.plan_cache, request.plan_id)
+    require_plan(principal, request.plan_id, lock.project)

@@ -1,0 +1,33 @@
+"""API keys. Only a hash of each secret is stored; the secret is shown once, at creation."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import JSON, String
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.store.tables import Base, UTCDateTime
+
+# SQL NULL (not JSON null) for "every project", so the column reads the way it means.
+NullableJson = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
+
+
+class ApiKey(Base):
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    role: Mapped[str] = mapped_column(String(16))
+    # None = every project; a list = only these.
+    projects: Mapped[list[str] | None] = mapped_column(NullableJson)
+    # sha256 hex of the whole secret: what a presented key is looked up by.
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    # The first characters of the secret, for people to tell keys apart; not secret.
+    prefix: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    created_by: Mapped[str | None] = mapped_column(String(64))
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    revoked_by: Mapped[str | None] = mapped_column(String(64))

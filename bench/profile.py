@@ -1,0 +1,142 @@
+"""Where a worker's time goes under load: py-spy samples it while wrk drives it, and the
+collapsed stacks are summarised as self time by package and inclusive time by function."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+PY_SPY = Path(sys.executable).with_name("py-spy")
+
+# Self time of a sample goes to the package of its innermost frame.
+PACKAGES = (
+    ("app/decisions/", "toolgate decision log"),
+    ("app/policy/", "toolgate policy core"),
+    ("app/api/", "toolgate api layer"),
+    ("app/auth/", "toolgate auth"),
+    ("app/decide.py", "toolgate decide()"),
+    ("app/", "toolgate other"),
+    ("fastapi/security/", "toolgate auth"),
+    ("fastapi/", "fastapi"),
+    ("starlette/", "starlette"),
+    ("pydantic", "pydantic"),
+    ("sqlalchemy/", "sqlalchemy"),
+    ("aiosqlite/", "aiosqlite"),
+    ("asyncpg/", "asyncpg"),
+    ("sqlite3/", "sqlite3"),
+    ("uvicorn/", "uvicorn"),
+    ("logging/", "logging (stdlib)"),
+    ("asyncio/", "asyncio (stdlib)"),
+    ("uuid_utils", "uuid_utils"),
+    ("anyio/", "anyio (thread pool)"),
+)
+
+
+def ensure_py_spy() -> str | None:
+    """None when py-spy is in the venv (installing it if needed), else why not."""
+    if PY_SPY.exists():
+        return None
+    print("py-spy is not installed: `pip install py-spy` into the venv ...", flush=True)
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "py-spy"],
+                          capture_output=True, text=True, timeout=300)
+    if done.returncode != 0 or not PY_SPY.exists():
+        return "pip install py-spy failed: " + (done.stderr or done.stdout).strip()[-300:]
+    return None
+
+
+def record(pid: int, seconds: float, out: Path, *, rate: int = 200) -> None:
+    """Sample the threads of `pid` that hold the GIL (Python CPU time; a thread waiting on
+    a lock or on I/O is not counted). Sampling pauses the worker briefly each time."""
+    command = [str(PY_SPY), "record", "--pid", str(pid), "--duration", str(round(seconds)),
+               "--rate", str(rate), "--format", "raw", "--output", str(out), "--nolineno",
+               "--threads", "--gil"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 60)
+    if done.returncode != 0 or not out.exists():
+        raise RuntimeError(f"py-spy failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+
+
+FRAME = re.compile(r"^(?P<function>.*?) \((?P<file>[^()]*)\)$")
+
+
+def _frames(stack: str) -> tuple[str, list[tuple[str, str]]]:
+    parts = stack.split(";")
+    thread = next((p for p in parts if p.startswith("thread ")), "thread ?")
+    frames = []
+    for part in parts:
+        match = FRAME.match(part)
+        if match and not part.startswith(("thread ", "process ")):
+            frames.append((match["function"], match["file"]))
+    return thread, frames
+
+
+def _owner(frames: list[tuple[str, str]]) -> str:
+    """The package of the innermost frame that belongs to one of PACKAGES: time spent in
+    generic stdlib helpers (copy, weakref, threading...) counts for their caller."""
+    for _, file in reversed(frames):
+        for needle, name in PACKAGES:
+            if needle in file:
+                return name
+    return "other"
+
+
+# Frames every sample of the main thread passes through: not worth listing.
+WRAPPERS = ("typer/", "(toolgate)", "uvicorn/main.py", "uvicorn/server.py", "uvicorn/_compat.py",
+            "asyncio/runners.py", "app/cli.py", "threading.py")
+
+
+def summarise(raw: str, *, top: int = 25) -> dict[str, Any]:
+    samples = 0
+    threads: Counter[str] = Counter()
+    thread_top: dict[str, Counter[str]] = {}
+    packages: Counter[str] = Counter()
+    self_time: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    for line in raw.splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        thread, frames = _frames(stack)
+        samples += count
+        threads[thread] += count
+        if not frames:
+            continue
+        # The outermost frame names what the thread is (event loop, sqlite worker...).
+        thread_top.setdefault(thread, Counter())[f"{frames[0][0]} ({frames[0][1]})"] += count
+        function, file = frames[-1]
+        packages[_owner(frames)] += count
+        self_time[f"{function} ({file})"] += count
+        for name in {f"{f} ({path})" for f, path in frames}:
+            inclusive[name] += count
+
+    def share(counter: Counter[str], n: int) -> list[dict[str, Any]]:
+        return [{"frame": k, "percent": round(100 * v / samples, 1)}
+                for k, v in counter.most_common(n)]
+
+    return {
+        "samples": samples,
+        "threads": [{"thread": t, "percent": round(100 * c / samples, 1),
+                     "entry": thread_top.get(t, Counter()).most_common(1)[0][0]
+                     if thread_top.get(t) else None}
+                    for t, c in threads.most_common()],
+        "self_by_package": share(packages, len(packages)),
+        "self_by_frame": share(self_time, top),
+        "inclusive_by_frame": share(Counter({k: v for k, v in inclusive.items()
+                                             if not any(w in k for w in WRAPPERS)}), top * 2),
+    }
+
+
+def print_summary(summary: dict[str, Any], log: Any = print, top: int = 12) -> None:
+    log(f"  {summary['samples']} samples (all threads, idle excluded)")
+    for row in summary["threads"]:
+        log(f"  thread {row['thread']}: {row['percent']}%  [{row['entry']}]")
+    log("  self time by package:")
+    for row in summary["self_by_package"]:
+        log(f"    {row['percent']:5.1f}%  {row['frame']}")
+    log("  inclusive time, top frames (outer wrappers left out):")
+    for row in summary["inclusive_by_frame"][:top * 2]:
+        log(f"    {row['percent']:5.1f}%  {row['frame']}")

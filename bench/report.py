@@ -1,0 +1,88 @@
+"""The ratios the performance issue targets, and the printed table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# (name, what it is, target, higher_is_better)
+TARGETS = {
+    "pg_log_over_bare": ("toolgate+Postgres log / bare", 0.5, True),
+    "sqlite_log_over_bare": ("toolgate+SQLite log / bare", 0.35, True),
+    "sqlite_log_cost": ("SQLite: throughput lost to the log", 0.20, False),
+    "pg_log_cost": ("Postgres: throughput lost to the log", 0.20, False),
+    "core_us": ("core evaluate, µs/decision", 5.0, False),
+    "cedar_over_core": ("cedarpy time / core time", 40.0, True),
+}
+
+
+def _rps(rows: dict[str, Any], name: str) -> float | None:
+    row = rows.get(name) or {}
+    return row.get("rps") if row.get("rps") else None
+
+
+def ratios(rows: dict[str, Any], core: dict[str, Any] | None) -> dict[str, Any]:
+    bare = _rps(rows, "bare")
+    found: dict[str, float | None] = {}
+    for name in ("pg_log", "sqlite_log"):
+        rps = _rps(rows, name)
+        found[f"{name}_over_bare"] = rps / bare if rps and bare else None
+    for db in ("sqlite", "pg"):
+        on, off = _rps(rows, f"{db}_log"), _rps(rows, f"{db}_nolog")
+        found[f"{db}_log_cost"] = 1 - on / off if on and off else None
+    us = (core or {}).get("us", {})
+    found["core_us"] = us.get("evaluate")
+    found["cedar_over_core"] = (core or {}).get("cedar_over_evaluate")
+    out: dict[str, Any] = {}
+    for key, value in found.items():
+        label, target, higher = TARGETS[key]
+        met = None if value is None else (value >= target if higher else value <= target)
+        out[key] = {"label": label, "value": value, "target": target,
+                    "higher_is_better": higher, "met": met}
+    return out
+
+
+def _fmt(key: str, value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    if key.endswith("_cost"):
+        return f"{value * 100:.0f}%"
+    if key == "core_us":
+        return f"{value:.2f} µs"
+    if key == "cedar_over_core":
+        return f"{value:.0f}×"
+    return f"{value:.2f}"
+
+
+def table_lines(out: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    for workers, rows in out["load"].items():
+        bare = _rps(rows, "bare")
+        lines += ["", f"workers={workers}",
+                  "| scenario | req/s | p50 ms | p99 ms | ratio vs bare | worker RSS MiB "
+                  "ready → after | non-2xx | in the log |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for row in rows.values():
+            if "rps" not in row:
+                reason = row.get("skipped") or row.get("error", "")
+                lines.append(f"| {row['label']} | – | – | – | – | {reason[:80]} | – | – |")
+                continue
+            ratio = f"{row['rps'] / bare:.2f}" if bare else "n/a"
+            rss = (f"{'+'.join(map(str, row['rss_mib_ready']))} → "
+                   f"{'+'.join(map(str, row['rss_mib_after']))}")
+            logged = ("–" if "logged" not in row else
+                      f"{row['logged']}" + ("" if row["logged_ok"] else " MISSING SOME"))
+            lines.append(f"| {row['label']} | {row['rps']:.0f} | {row['p50_ms']:.2f} | "
+                         f"{row['p99_ms']:.2f} | {ratio} | {rss} | {row['non_2xx']} | "
+                         f"{logged} |")
+        lines += ["", "| target | measured | goal | met |", "|---|---:|---:|---|"]
+        for key, r in out["ratios"][workers].items():
+            goal = ("≥ " if r["higher_is_better"] else "≤ ") + _fmt(key, r["target"])
+            met = {True: "yes", False: "NO", None: "–"}[r["met"]]
+            lines.append(f"| {r['label']} | {_fmt(key, r['value'])} | {goal} | {met} |")
+    return lines
+
+
+def print_table(out: dict[str, Any]) -> None:
+    print("\n== results")
+    for line in table_lines(out):
+        print(line)

@@ -1,0 +1,186 @@
+"""Servers under test: start one on a free loopback port, wait until it answers, read its
+workers' memory, stop it. Databases: a fresh SQLite file or a fresh Postgres database."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+
+HOST = "127.0.0.1"
+PG_ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
+PG_DATABASE = "toolgate_bench"
+PG_URL = f"postgresql+asyncpg://postgres@127.0.0.1:5432/{PG_DATABASE}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def clean_env(**settings: str) -> dict[str, str]:
+    """The caller's environment without its TOOLGATE_* settings, plus ours."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}
+    env.update(settings)
+    return env
+
+
+class Server:
+    """One uvicorn server (bare or toolgate) in its own process group."""
+
+    def __init__(self, name: str, command: list[str], env: dict[str, str], *, port: int,
+                 log: Path, cwd: Path, token: str) -> None:
+        self.name, self.command, self.env, self.port = name, command, env, port
+        self.log, self.cwd, self.token = log, cwd, token
+        self.url = f"http://{HOST}:{port}"
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60.0) -> None:
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(self.command, env=self.env, cwd=self.cwd,
+                                            stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.process.returncode}; "
+                                   f"see {self.log}:\n{self.tail()}")
+            try:
+                httpx.get(self.url + "/healthz", timeout=1.0,
+                          headers={"Authorization": f"Bearer {self.token}"})
+                if len(self.worker_pids()) >= self.expected_workers():
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"{self.name} did not answer within {timeout}s; see {self.log}")
+
+    def expected_workers(self) -> int:
+        if "--workers" in self.command:
+            count = int(self.command[self.command.index("--workers") + 1])
+            return count if count > 1 else 1
+        return 1
+
+    def tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def worker_pids(self) -> list[int]:
+        """With one worker uvicorn serves in the process itself; with more, in spawned
+        children (the parent only supervises)."""
+        assert self.process is not None
+        children = _descendants(self.process.pid)
+        workers = [pid for pid in children if b"spawn_main" in _cmdline(pid)]
+        return workers or [self.process.pid]
+
+    def rss_mib(self) -> list[float]:
+        return [round(_rss_kib(pid) / 1024, 1) for pid in self.worker_pids()]
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGINT, as Ctrl-C: uvicorn shuts down gracefully and the decision log drains."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGINT)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(5)
+
+    def __enter__(self) -> Server:
+        self.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+
+def _descendants(root: int) -> list[int]:
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        parents.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+# --- databases -------------------------------------------------------------------------
+
+def sqlite_url(path: Path) -> str:
+    return f"sqlite+aiosqlite:///{path.resolve()}"
+
+
+def postgres_unreachable() -> str | None:
+    """None when Postgres answers at 127.0.0.1:5432 as user postgres, else why not."""
+    try:
+        asyncio.run(_pg(lambda conn: conn.fetchval("SELECT 1")))
+    except Exception as exc:  # any failure: the scenarios are skipped with this reason
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def recreate_postgres() -> None:
+    async def recreate(conn) -> None:  # type: ignore[no-untyped-def]
+        await conn.execute(f"DROP DATABASE IF EXISTS {PG_DATABASE} WITH (FORCE)")
+        await conn.execute(f"CREATE DATABASE {PG_DATABASE}")
+
+    asyncio.run(_pg(recreate))
+
+
+async def _pg(action, dsn: str = PG_ADMIN_DSN):  # type: ignore[no-untyped-def]
+    import asyncpg
+
+    conn = await asyncpg.connect(dsn, timeout=5)
+    try:
+        return await action(conn)
+    finally:
+        await conn.close()
+
+
+def logged_decisions(database_url: str) -> int:
+    """How many authorize records the log holds: the durable runs must have written each."""
+    query = "SELECT count(*) FROM decision_log WHERE kind = 'authorize'"
+    if database_url.startswith("sqlite"):
+        path = database_url.split("///", 1)[1]
+        with sqlite3.connect(path) as conn:
+            return conn.execute(query).fetchone()[0]
+    dsn = PG_ADMIN_DSN.rsplit("/", 1)[0] + "/" + PG_DATABASE
+    return asyncio.run(_pg(lambda conn: conn.fetchval(query), dsn))

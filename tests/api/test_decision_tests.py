@@ -1,0 +1,51 @@
+"""Decision tests (`POST /v1/test`, `toolgate test`): replayed, reported, never recorded."""
+
+from pathlib import Path
+
+import orjson
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "decision-tests.jsonl"
+
+
+async def test_example_file_passes_and_is_not_recorded(client):
+    r = await client.post("/v1/test", content=EXAMPLE.read_bytes(),
+                          headers={"Content-Type": "application/x-ndjson"})
+    assert r.status_code == 200, r.text
+    report = r.json()
+    assert report["ok"] is True and report["total"] == 8 and report["failed"] == 0
+    assert (await client.get("/v1/decisions")).json()["items"] == []
+
+
+async def test_failures_are_reported_per_case_against_current_configuration(client):
+    await client.put("/v1/tools/fs.delete", json={
+        "capability": {"writes": True, "checkpointable": True, "unsafe": False},
+        "safety_category": "destructive"})
+    await client.put("/v1/actions/a", json={"read_only": True})
+    await client.post("/v1/plans", json={"action_id": "a", "plan_id": "ro"})
+    cases = [
+        {"name": "registry says destructive", "request": {"tool": {"name": "fs.delete"}},
+         "expect": {"allowed": True}},
+        {"name": "plan is read-only", "request": {"plan_id": "ro", "tool": {"name": "fs.delete"}},
+         "expect": {"allowed": False, "code": "read_only"}},
+        {"request": {"plan_id": "missing", "tool": {"name": "fs.delete"}},
+         "expect": {"allowed": False}},
+        {"request": {"tool": {"name": "x", "capability": {"writes": "yes"}}},
+         "expect": {"allowed": True}},
+    ]
+    report = (await client.post("/v1/test", json=cases)).json()
+    assert [r["ok"] for r in report["results"]] == [False, True, False, False]
+    assert report["results"][0]["actual"]["code"] == "confirmation_required"
+    assert "not_found" in report["results"][2]["problem"]
+    assert "tool.capability.writes" in report["results"][3]["problem"]
+    assert report["ok"] is False and report["failed"] == 3
+
+
+async def test_malformed_case_files_are_422_naming_the_line(client):
+    r = await client.post("/v1/test", content=b'{"request": {}, "expect": {"allowed": true}}\nnot json\n',
+                          headers={"Content-Type": "application/x-ndjson"})
+    assert r.status_code == 422 and r.json()["error"]["details"]["line"] == 2
+    r = await client.post("/v1/test", json=[{"request": {}, "expect": {"allowed": "yes"}}])
+    assert r.status_code == 422 and "cases.0.expect.allowed" in r.json()["error"]["message"]
+    r = await client.post("/v1/test", content=b"", headers={"Content-Type": "application/x-ndjson"})
+    assert r.status_code == 422
+    assert orjson.loads(r.content)["error"]["code"] == "invalid_input"
