@@ -11,14 +11,15 @@ from app.api import handlers
 from app.api.deps import AppState
 from app.api.middleware import BodyLimit
 from app.api.routes_config import router as config_router
-from app.api.routes_decide import batch_router, router as decide_router
+from app.api.routes_decide import batch_router
+from app.api.routes_decide import router as decide_router
 from app.api.routes_decisions import router as decisions_router
 from app.api.routes_health import router as health_router
 from app.api.routes_keys import router as keys_router
 from app.api.routes_plans import router as plans_router
-from app.api.routes_test import router as test_router
 from app.api.routes_registry import router as registry_router
 from app.api.routes_registry import safety_test_router
+from app.api.routes_test import router as test_router
 from app.auth.deps import authorize
 from app.auth.keys import Authenticator, KeyCache
 from app.auth.ratelimit import RateLimiter

@@ -1,6 +1,7 @@
 """Query plans of the decision-log queries on a large Postgres log (docs/decision-log.md).
 
-    python bench/explain_queries.py --url postgresql://postgres@127.0.0.1:5432/toolgate_explain [--fill 1000000]
+    python bench/explain_queries.py \
+        --url postgresql://postgres@127.0.0.1:5432/toolgate_explain [--fill 1000000]
 
 --fill N inserts N synthetic records first (30 days, 50 projects, 200 tools, 25% denied).
 The SQL is compiled from the same SQLAlchemy queries the API runs.
@@ -27,7 +28,8 @@ SELECT g, md5(g::text)::uuid::text, 'authorize',
   now() - interval '30 days' + (g * (interval '30 days' / $1)),
   'project-' || (g % 50), 'plan-' || (g % 20000), 'action-' || (g % 500), 'tool-' || (g % 200),
   (g % 4) <> 0,
-  CASE WHEN g % 4 = 0 THEN (ARRAY['read_only','sandbox_required','unsafe_tool','retry_limit_exceeded'])[1 + (g/4) % 4] END,
+  CASE WHEN g % 4 = 0 THEN (ARRAY['read_only', 'sandbox_required', 'unsafe_tool',
+    'retry_limit_exceeded'])[1 + (g/4) % 4] END,
   CASE WHEN g % 4 = 0 THEN 'ToolSandboxRequiredError' END, CASE WHEN g % 4 = 0 THEN 'sandbox' END,
   'project', 0.05, '{}', repeat('0', 64), repeat('0', 64)
 FROM generate_series(1, $1::int) g

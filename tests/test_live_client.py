@@ -427,8 +427,10 @@ def test_prune_deletes_what_the_file_no_longer_names(start_server: Callable[[], 
             client.request("GET", "/v1/tools/web.search")
         assert info.value.status == 404
         assert client.request("GET", "/v1/skills")["items"] == []
-    assert toolgate_cli(server, "apply", "-f", str(path), "--prune").stdout.startswith(
-        "No changes (")
+    again = toolgate_cli(server, "apply", "-f", str(path), "--prune").stdout
+    assert again.splitlines()[-1].startswith("No changes (")
+    if listable:  # the action it cannot delete is reported again, never silently kept
+        assert "! action explore: not pruned (no delete route)" in again
 
 
 def _listable(client: Client) -> bool:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.deps import CallerDep, NameParam, ProfileNameParam, Session
 from app.api.middleware import JSONRoute
 from app.api.schemas import (
+    NAME_PATTERN,
     ActionIn,
+    ActionList,
     ActionOut,
     ConfigOut,
     ProfileChoice,
@@ -16,6 +20,7 @@ from app.api.schemas import (
     ProfileList,
     ProfileOut,
     ProfileVersionList,
+    ProjectList,
     ProjectOut,
 )
 from app.auth.deps import PrincipalDep
@@ -151,6 +156,13 @@ async def put_project(project: NameParam, body: ProfileChoice, session: Session,
     return _project(row)
 
 
+@router.get("/projects", response_model=ProjectList)
+async def list_projects(session: Session, principal: PrincipalDep) -> dict:
+    """Configured projects, filtered to the key's projects."""
+    rows = await repo.list_projects(session, projects=principal.project_list())
+    return {"items": [_project(row) for row in rows]}
+
+
 @router.get("/projects/{project}", response_model=ProjectOut)
 async def get_project(project: NameParam, session: Session) -> dict:
     row = await repo.get_project(session, project)
@@ -189,6 +201,17 @@ async def put_action(action_id: NameParam, body: ActionIn, session: Session,
 def _action_config(row) -> dict:  # type: ignore[no-untyped-def]
     return {"project": row.project, "read_only": row.read_only,
             "automation_profile": row.automation_profile, "safety_profile": row.safety_profile}
+
+
+@router.get("/actions", response_model=ActionList)
+async def list_actions(session: Session, principal: PrincipalDep,
+                       project: Annotated[str | None, Query(pattern=NAME_PATTERN)] = None
+                       ) -> dict:
+    """Actions, filtered to the key's projects (an action in no project is visible only
+    to unscoped keys)."""
+    rows = await repo.list_actions(session, projects=principal.project_list(),
+                                   project=project)
+    return {"items": [_action(row) for row in rows]}
 
 
 @router.get("/actions/{action_id}", response_model=ActionOut)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from fastapi import APIRouter, Request, Response
 
 from app.api.bodies import bad, parse_items
@@ -27,7 +26,7 @@ from app.api.registry_schemas import (
 from app.decide import new_decision_id
 from app.decisions.audit import audit_change, record_decisions
 from app.decisions.records import new_record
-from app.errors import InvalidInput, NotFound
+from app.errors import NotFound
 from app.policy.screening import phrase_warnings, screen, screen_skills
 from app.store import registry_repo
 from app.store.registry_tables import RegistryTool, Skill

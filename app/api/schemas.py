@@ -85,6 +85,10 @@ class ProjectOut(BaseModel):
     updated_at: datetime
 
 
+class ProjectList(BaseModel):
+    items: list[ProjectOut]
+
+
 class ActionIn(Strict):
     project: Name | None = None
     read_only: bool = False
@@ -102,6 +106,10 @@ class ActionOut(BaseModel):
     safety_profile: SafetyProfile | None
     created_at: datetime
     updated_at: datetime
+
+
+class ActionList(BaseModel):
+    items: list[ActionOut]
 
 
 def _one_profile(value: SafetyProfile | None, info: ValidationInfo) -> SafetyProfile | None:

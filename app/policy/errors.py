@@ -61,7 +61,7 @@ CLASSES_BY_NAME: dict[str, ErrorClass] = {c.name: c for c in ERROR_CLASSES}
 
 
 def hierarchy(name: str) -> tuple[str, ...]:
-    """The chain from the root down to `name`, e.g. ("ToolRuntimeError", "ToolSandboxRequiredError")."""
+    """The chain from the root down to `name`, e.g. (root, ..., name)."""
     chain: list[str] = []
     current: str | None = name
     while current is not None:
@@ -117,7 +117,8 @@ def markdown_table() -> str:
     for cls in ERROR_CLASSES:
         for code in cls.codes:
             check = CODE_CHECKS[code]
-            lines.append(f"| `{code}` | `{cls.name}` | {f'`{cls.parent}`' if cls.parent else '—'}"
+            parent = f"`{cls.parent}`" if cls.parent else "—"
+            lines.append(f"| `{code}` | `{cls.name}` | {parent}"
                          f" | {f'`{check}`' if check else '—'} |")
     return "\n".join(lines)
 

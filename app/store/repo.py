@@ -129,7 +129,25 @@ async def put_project(
     return row, False
 
 
+async def list_projects(session: AsyncSession, *, projects: list[str] | None) -> list[Project]:
+    query = select(Project).order_by(Project.project)
+    if projects is not None:
+        query = query.where(Project.project.in_(projects))
+    return list((await session.scalars(query)).all())
+
+
 # --- actions ----------------------------------------------------------------------------
+
+
+async def list_actions(session: AsyncSession, *, projects: list[str] | None,
+                       project: str | None = None) -> list[Action]:
+    query = select(Action).order_by(Action.action_id)
+    if projects is not None:
+        query = query.where(Action.project.in_(projects))
+    if project is not None:
+        query = query.where(Action.project == project)
+    return list((await session.scalars(query)).all())
+
 
 
 async def get_action(session: AsyncSession, action_id: str) -> Action | None:

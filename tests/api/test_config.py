@@ -103,3 +103,17 @@ async def test_action_with_both_profile_kinds_is_422(client):
     await client.put("/v1/profiles/x", json={})
     r = await client.put("/v1/actions/a", json={"automation_profile": "x", "safety_profile": {}})
     assert r.status_code == 422
+
+
+async def test_list_projects_and_actions(client):
+    await client.put("/v1/projects/web", json={})
+    await client.put("/v1/projects/api", json={})
+    await client.put("/v1/actions/b", json={"project": "web"})
+    await client.put("/v1/actions/a", json={"project": "api"})
+    await client.put("/v1/actions/c", json={})
+    projects = (await client.get("/v1/projects")).json()["items"]
+    assert [p["project"] for p in projects] == ["api", "web"]
+    actions = (await client.get("/v1/actions")).json()["items"]
+    assert [a["action_id"] for a in actions] == ["a", "b", "c"]
+    web = (await client.get("/v1/actions", params={"project": "web"})).json()["items"]
+    assert [a["action_id"] for a in web] == ["b"]

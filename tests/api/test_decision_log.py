@@ -3,7 +3,6 @@
 import asyncio
 
 import orjson
-import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -153,7 +152,8 @@ async def test_export_and_verify_detect_tampering(client, settings):
     bad = (await client.get("/v1/audit/verify")).json()
     assert bad["ok"] is False and bad["first_bad"]["seq"] == 6
     async with engine.begin() as conn:
-        await conn.execute(text("DELETE FROM decision_log WHERE seq = (SELECT max(seq) FROM decision_log)"))
+        await conn.execute(text(
+            "DELETE FROM decision_log WHERE seq = (SELECT max(seq) FROM decision_log)"))
     await engine.dispose()
 
 
@@ -163,7 +163,8 @@ async def test_truncating_the_newest_records_is_detected_against_the_head(client
         await client.post("/v1/authorize-tool", json={"plan_id": "p-1", "tool": READER})
     engine = create_async_engine(settings.database_url)
     async with engine.begin() as conn:
-        await conn.execute(text("DELETE FROM decision_log WHERE seq = (SELECT max(seq) FROM decision_log)"))
+        await conn.execute(text(
+            "DELETE FROM decision_log WHERE seq = (SELECT max(seq) FROM decision_log)"))
     await engine.dispose()
     bad = (await client.get("/v1/audit/verify")).json()
     assert bad["ok"] is False and "newest" in bad["first_bad"]["reason"]

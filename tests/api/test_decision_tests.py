@@ -41,7 +41,8 @@ async def test_failures_are_reported_per_case_against_current_configuration(clie
 
 
 async def test_malformed_case_files_are_422_naming_the_line(client):
-    r = await client.post("/v1/test", content=b'{"request": {}, "expect": {"allowed": true}}\nnot json\n',
+    body = b'{"request": {}, "expect": {"allowed": true}}\nnot json\n'
+    r = await client.post("/v1/test", content=body,
                           headers={"Content-Type": "application/x-ndjson"})
     assert r.status_code == 422 and r.json()["error"]["details"]["line"] == 2
     r = await client.post("/v1/test", json=[{"request": {}, "expect": {"allowed": "yes"}}])

@@ -66,7 +66,8 @@ async def test_lock_survives_every_later_change(client):
     await client.put("/v1/profiles/base", json={"safety": {"allow_unsafe_tools": False}})
     await client.put("/v1/projects/proj", json={"automation_profile": "base"})
     await client.put("/v1/actions/act", json={"project": "proj"})
-    created = (await client.post("/v1/plans", json={"action_id": "act", "plan_id": "locked"})).json()
+    created = (await client.post("/v1/plans",
+                                 json={"action_id": "act", "plan_id": "locked"})).json()
     assert created["provenance"] == "project" and created["version"] == 1
     unsafe_tool = {"name": "sh", "capability": {"writes": False, "checkpointable": True,
                                                 "unsafe": True}}
@@ -97,8 +98,9 @@ async def test_lock_survives_every_later_change(client):
 
 async def test_lock_survives_a_new_app_instance(client, settings):
     """The lock is stored, not only cached: a second replica reads the same snapshot."""
-    from app.main import create_app
     import httpx
+
+    from app.main import create_app
 
     await client.put("/v1/profiles/base", json={"safety": {"require_sandbox": False}})
     await client.put("/v1/actions/act", json={"automation_profile": "base"})
@@ -140,7 +142,8 @@ async def test_generated_plan_ids_and_listing(client):
     assert len(set(ids)) == 3
     page = (await client.get("/v1/plans", params={"limit": 2})).json()
     assert len(page["items"]) == 2 and page["next_cursor"]
-    rest = (await client.get("/v1/plans", params={"limit": 2, "cursor": page["next_cursor"]})).json()
+    params = {"limit": 2, "cursor": page["next_cursor"]}
+    rest = (await client.get("/v1/plans", params=params)).json()
     assert len(rest["items"]) == 1 and rest["next_cursor"] is None
     seen = {p["plan_id"] for p in page["items"] + rest["items"]}
     assert seen == set(ids)
