@@ -66,6 +66,7 @@ def serve(
         port=port or settings.port,
         workers=workers or settings.workers,
         log_level=settings.log_level,
+        access_log=settings.access_log,
         proxy_headers=False,
     )
 

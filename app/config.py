@@ -25,6 +25,12 @@ class Settings(BaseSettings):
     plan_cache_size: int = Field(default=100_000, ge=0)
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     db_pool_size: int = Field(default=10, ge=1)
+    # POST /v1/authorize-tool served as plain ASGI (app/api/fastpath.py); false routes it
+    # through FastAPI like every other route (same answers, about 3x slower).
+    fast_path: bool = True
+    # uvicorn's per-request access log. Off by default: every decision is in the decision
+    # log already, and the access line costs more than the decision itself.
+    access_log: bool = False
     # How stale the tool registry may be on a replica (app/registry.py states the bound).
     registry_ttl_seconds: float = Field(default=1.0, ge=0)
 

@@ -9,6 +9,7 @@ from fastapi import Depends, FastAPI
 
 from app.api import handlers
 from app.api.deps import AppState
+from app.api.fastpath import FastAuthorize
 from app.api.middleware import BodyLimit
 from app.api.routes_config import router as config_router
 from app.api.routes_decide import batch_router
@@ -90,4 +91,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                    test_router, keys_router):
         app.include_router(router, dependencies=[Depends(authorize)])
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    if settings.fast_path:
+        # Added last, so it is the outermost layer: the hot route skips the others.
+        app.add_middleware(FastAuthorize, limit=settings.max_body_bytes)
     return app

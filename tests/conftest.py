@@ -104,3 +104,17 @@ async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
                                      headers=ADMIN_HEADERS) as c:
             c.app = app  # type: ignore[attr-defined]
             yield c
+
+
+@pytest.fixture(params=["fast-path", "fastapi-route"])
+async def both_paths(request: pytest.FixtureRequest,
+                     settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """A client for tests that must hold on the plain-ASGI hot route (app/api/fastpath.py)
+    and on the FastAPI route it stands in for: same answers, same envelope."""
+    app = create_app(settings.model_copy(update={"fast_path": request.param == "fast-path"}))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://toolgate",
+                                     headers=ADMIN_HEADERS) as c:
+            c.app = app  # type: ignore[attr-defined]
+            yield c

@@ -36,7 +36,7 @@ class AppState:
     notifier: Notifier
 
 
-def get_state(request: Request) -> AppState:
+async def get_state(request: Request) -> AppState:
     return request.app.state.toolgate
 
 
@@ -48,7 +48,7 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
         yield session
 
 
-def get_caller(request: Request) -> Caller:
+async def get_caller(request: Request) -> Caller:
     return Caller(
         request_id=request.headers.get("x-request-id", "")[:200] or None,
         key_id=getattr(request.state, "key_id", None),

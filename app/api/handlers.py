@@ -44,7 +44,11 @@ def validation_details(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def _validation(request: Request, exc: RequestValidationError) -> Response:
-    errors = list(exc.errors())
+    return await render_validation(list(exc.errors()))
+
+
+async def render_validation(errors: list[dict[str, Any]]) -> Response:
+    """422 naming every bad field (or `invalid_json`), for FastAPI's errors and pydantic's."""
     if any(e.get("type") == "json_invalid" for e in errors):
         detail = next(e for e in errors if e.get("type") == "json_invalid")
         reason = (detail.get("ctx") or {}).get("error", "")

@@ -9,6 +9,7 @@ from fastapi import Request
 from fastapi.routing import APIRoute
 
 from app.api.handlers import envelope
+from app.auth.deps import authenticate_early
 
 
 class BodyLimit:
@@ -93,7 +94,10 @@ class JSONRoute(APIRoute):
                 headers = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
                 headers.append((b"content-type", b"application/json"))
                 scope["headers"] = headers
-            return await handler(request_class(scope, request.receive))
+            request = request_class(scope, request.receive)
+            if scope["method"] not in ("GET", "HEAD", "DELETE"):
+                await authenticate_early(request)
+            return await handler(request)
 
         return route
 

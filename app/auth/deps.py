@@ -22,10 +22,27 @@ async def authenticate(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> Principal:
+    early = getattr(request.state, "principal", None)
+    if early is not None:  # JSONRoute authenticated before reading the body
+        return early
     if credentials is None or not credentials.credentials:
         raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
+    return await _principal(request, credentials.credentials)
+
+
+async def authenticate_early(request: Request) -> None:
+    """For routes with a JSON body: FastAPI parses the body before it solves dependencies,
+    so without this a caller with no key would learn about its malformed JSON (422)
+    instead of being refused (401)."""
+    credentials = await bearer(request)
+    if credentials is None or not credentials.credentials:
+        raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
+    request.state.principal = await _principal(request, credentials.credentials)
+
+
+async def _principal(request: Request, secret: str) -> Principal:
     state = request.app.state.toolgate
-    principal = await state.authenticator.authenticate(credentials.credentials)
+    principal = await state.authenticator.authenticate(secret)
     # Caller (app/api/deps.py) reads it: every decision and change records the key id.
     request.state.key_id = principal.key_id
     if state.rate_limiter is not None:

@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 import orjson
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.decisions.chain import record_hash
@@ -23,6 +23,8 @@ from app.decisions.tables import ChainHead, LogRecord
 from app.store.tables import utcnow
 
 log = logging.getLogger("toolgate.decisions")
+_LOG = LogRecord.__table__
+_HEAD = ChainHead.__table__
 
 
 class RecordingFailed(Exception):
@@ -35,11 +37,9 @@ async def append(session: AsyncSession, records: list[dict[str, Any]]) -> None:
         return
     # Taking the row lock with an UPDATE first makes SQLite start its write transaction
     # here too, so two processes never both read the head and then race to extend it.
-    await session.execute(
-        update(ChainHead).where(ChainHead.id == 1).values(updated_at=utcnow())
-    )
     head = (await session.execute(
-        select(ChainHead.seq, ChainHead.hash).where(ChainHead.id == 1)
+        update(_HEAD).where(_HEAD.c.id == 1).values(updated_at=utcnow())
+        .returning(_HEAD.c.seq, _HEAD.c.hash)
     )).one()
     seq, prev = head.seq, head.hash
     rows = []
@@ -53,10 +53,9 @@ async def append(session: AsyncSession, records: list[dict[str, Any]]) -> None:
             "created_at": parse_iso(record["created_at"]),
             "detail": orjson.dumps(record["detail"], option=orjson.OPT_SORT_KEYS).decode(),
         })
-    await session.execute(insert(LogRecord), rows)
-    await session.execute(
-        update(ChainHead).where(ChainHead.id == 1).values(seq=seq, hash=prev)
-    )
+    # Core statements on the tables: the ORM's bulk machinery costs more than the insert.
+    await session.execute(insert(_LOG), rows)
+    await session.execute(update(_HEAD).where(_HEAD.c.id == 1).values(seq=seq, hash=prev))
 
 
 class DecisionLog:

@@ -19,14 +19,16 @@ def _fields(response):
     b'{"tool": {"name": "t"}}}',
     b"\xff\xfe",
 ])
-async def test_malformed_json_is_invalid_json(client, raw):
+async def test_malformed_json_is_invalid_json(both_paths, raw):
+    client = both_paths
     r = await client.post("/v1/authorize-tool", content=raw,
                           headers={"Content-Type": "application/json"})
     assert r.status_code == 422
     assert r.json()["error"]["code"] == "invalid_json"
 
 
-async def test_form_content_type_is_still_json(client):
+async def test_form_content_type_is_still_json(both_paths):
+    client = both_paths
     """curl -d sends application/x-www-form-urlencoded; the body is still read as JSON."""
     import orjson
     r = await client.post("/v1/authorize-tool", content=orjson.dumps({"tool": TOOL}),
@@ -34,7 +36,8 @@ async def test_form_content_type_is_still_json(client):
     assert r.status_code == 200 and r.json()["allowed"] is True
 
 
-async def test_empty_and_non_object_bodies(client):
+async def test_empty_and_non_object_bodies(both_paths):
+    client = both_paths
     r = await client.post("/v1/authorize-tool", content=b"")
     assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_input"
     r = await client.post("/v1/authorize-tool", json=[1, 2])
@@ -43,7 +46,8 @@ async def test_empty_and_non_object_bodies(client):
     assert r.status_code == 422
 
 
-async def test_body_over_one_mebibyte_is_413_and_changes_nothing(client):
+async def test_body_over_one_mebibyte_is_413_and_changes_nothing(both_paths):
+    client = both_paths
     big = {"description": "x" * (1024 * 1024 + 10)}
     r = await client.put("/v1/profiles/big", json=big)
     assert r.status_code == 413
@@ -120,7 +124,8 @@ async def test_bad_plan_requests(client, body, field):
     assert (await client.get("/v1/plans")).json()["items"] == []
 
 
-async def test_unknown_plan_is_404_and_unregistered_tool_needs_capability(client):
+async def test_unknown_plan_is_404_and_unregistered_tool_needs_capability(both_paths):
+    client = both_paths
     r = await client.post("/v1/authorize-tool", json={"plan_id": "nope", "tool": TOOL})
     assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
     r = await client.post("/v1/authorize-tool", json={"tool": {"name": "t"}})
@@ -143,3 +148,19 @@ async def test_unknown_routes_and_methods_use_the_envelope(client):
     assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
     r = await client.delete("/v1/config")
     assert r.status_code == 405 and "error" in r.json()
+
+
+async def test_authorize_needs_a_key_before_anything_else(both_paths):
+    client = both_paths
+    for headers in ({"Authorization": ""}, {"Authorization": "Basic abc"},
+                    {"Authorization": "Bearer tg_wrong"}):
+        r = await client.post("/v1/authorize-tool", content=b"not json", headers=headers)
+        assert r.status_code == 401, headers
+        assert r.json()["error"]["code"] == "unauthorized"
+        assert r.headers["www-authenticate"] == "Bearer"
+
+
+async def test_big_authorize_body_is_413(both_paths):
+    r = await both_paths.post("/v1/authorize-tool",
+                              json={"tool": {**TOOL, "args": {"x": "y" * (1024 * 1024)}}})
+    assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large"

@@ -24,7 +24,8 @@ def _mismatch(case_id, expect, decision):
     return f"{case_id}: {problems}" if problems else None
 
 
-async def test_decision_cases_over_http(client):
+async def test_decision_cases_over_http(both_paths):
+    client = both_paths
     failures = []
     for case_id, case in DECISIONS:
         r = await client.post("/v1/authorize-tool", json=case["request"])
@@ -55,7 +56,8 @@ async def test_decision_cases_in_one_batch(client):
     assert [i["allowed"] for i in bare.json()["items"]] == [i["allowed"] for i in items[:3]]
 
 
-async def test_invalid_cases_are_422_naming_the_field_and_record_nothing(client):
+async def test_invalid_cases_are_422_naming_the_field_and_record_nothing(both_paths):
+    client = both_paths
     failures = []
     for case_id, case in INVALID:
         r = await client.post("/v1/authorize-tool", json=case["request"])

@@ -1,0 +1,129 @@
+"""The hot route, POST /v1/authorize-tool, answered as plain ASGI.
+
+Every agent calls this before every tool call, so it skips what FastAPI adds per request
+(dependency solving, thread-pool hops for sync dependencies, request/response wrappers)
+and runs exactly the same steps as the FastAPI route in app/api/routes_decide.py, which
+stays registered for the OpenAPI document and serves when TOOLGATE_FAST_PATH=false:
+
+  body limit -> key (401/429) -> role (403) -> strict JSON (422 invalid_json) ->
+  AuthorizeIn validation (422 naming fields) -> project scope (404) -> decide -> record
+  (503 when it cannot be recorded) -> answer.
+
+Errors are rendered by the same handlers as everywhere else, so the envelope is identical;
+tests/api run the decision cases and bad inputs through both paths.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+from sqlalchemy.exc import DBAPIError, OperationalError
+from starlette.requests import Request
+
+from app.api import handlers
+from app.api.schemas import AuthorizeIn
+from app.auth.roles import rule_for
+from app.auth.scope import check_authorize
+from app.decide import Caller, decide
+from app.decisions.audit import record_decisions
+from app.errors import Forbidden, PayloadTooLarge, ToolgateError, Unauthorized
+from app.policy.checks import MissingCapability
+
+log = logging.getLogger("toolgate")
+
+PATH = "/v1/authorize-tool"
+_PERMISSION, _RULE = rule_for("POST", PATH)
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+class FastAuthorize:
+    """Outermost ASGI wrapper: takes POST /v1/authorize-tool, passes everything else on."""
+
+    def __init__(self, app: Any, *, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] != PATH or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        try:
+            status, body = await self._handle(scope, receive)
+        except Exception as exc:  # rendered exactly as the FastAPI handlers render it
+            response = await _render(scope, exc)
+            await response(scope, receive, send)
+            return
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+    async def _handle(self, scope: dict, receive: Any) -> tuple[int, bytes]:
+        state = scope["app"].state.toolgate if "app" in scope else None
+        raw = await self._body(scope, receive)
+        headers = dict(scope["headers"])
+        principal = await _authenticate(state, headers.get(b"authorization", b""))
+        if principal.role not in _RULE.roles:
+            raise Forbidden(f"a key with role '{principal.role}' may not POST {PATH} "
+                            f"(permission '{_PERMISSION}')", permission=_PERMISSION,
+                            role=principal.role.value)
+        try:
+            data = orjson.loads(raw) if raw else None
+        except orjson.JSONDecodeError as exc:
+            return 422, _envelope("invalid_json", f"body is not valid JSON: {exc.msg}")
+        request = AuthorizeIn.model_validate(data)
+        await check_authorize(request, principal, state=state)
+        request_id = headers.get(b"x-request-id")
+        caller = Caller(request_id=request_id.decode("latin-1")[:200] if request_id else None,
+                        key_id=principal.key_id)
+        answer, record = await decide(request, sessions=state.sessions,
+                                      cache=state.plan_cache, registry=state.registry,
+                                      masked=state.settings.masked, caller=caller)
+        await record_decisions(state.decision_log, [record])
+        return 200, orjson.dumps(answer)
+
+    async def _body(self, scope: dict, receive: Any) -> bytes:
+        for name, value in scope["headers"]:
+            if name == b"content-length" and value.isdigit() and int(value) > self.limit:
+                raise PayloadTooLarge(f"request body exceeds {self.limit} bytes")
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise ConnectionAbortedError("client disconnected")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                raise PayloadTooLarge(f"request body exceeds {self.limit} bytes")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+
+async def _authenticate(state: Any, header: bytes) -> Any:
+    scheme, _, secret = header.decode("latin-1").partition(" ")
+    if scheme.lower() != "bearer" or not secret.strip():
+        raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
+    principal = await state.authenticator.authenticate(secret.strip())
+    if state.rate_limiter is not None:
+        state.rate_limiter.take(principal.key_id)
+    return principal
+
+
+def _envelope(code: str, message: str) -> bytes:
+    return orjson.dumps({"error": {"code": code, "message": message, "details": {}}})
+
+
+async def _render(scope: dict, exc: Exception) -> Any:
+    request = Request(scope)
+    if isinstance(exc, ValidationError):
+        return await handlers.render_validation(list(exc.errors()))
+    if isinstance(exc, ToolgateError):
+        return await handlers._toolgate(request, exc)
+    if isinstance(exc, MissingCapability):
+        return await handlers._missing_capability(request, exc)
+    if isinstance(exc, OperationalError | DBAPIError | OSError):
+        return await handlers._storage(request, exc)
+    return await handlers._unexpected(request, exc)
