@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Annotated
 
 from pydantic import Field, field_validator
@@ -64,7 +65,7 @@ class Settings(BaseSettings):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
-    @property
+    @cached_property
     def masked(self) -> frozenset[str]:
         return frozenset(k.lower() for k in self.masked_keys)
 

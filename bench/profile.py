@@ -36,6 +36,41 @@ PACKAGES = (
 )
 
 
+# Where a request's CPU goes, each sample in exactly one part: the first part whose needle
+# is in any frame of the sample's stack, else the part of its innermost known package.
+PARTS_ANYWHERE = (
+    ("decision log writer (SQLAlchemy, driver)",
+     ("DecisionLog._commit", "DecisionLog._run", "append (app/decisions/log.py)",
+      "sqlalchemy/", "aiosqlite/", "asyncpg/")),
+    ("access log (stdlib logging)", ("logging/",)),
+    ("auth (bearer, key, role)", ("app/auth/", "fastapi/security/", "_authenticate (")),
+    ("decide(): registry, policy core, record", ("decide (app/decide.py)",)),
+    ("waiting for the group commit (queue, wait_for, shield)", ("DecisionLog.write (",)),
+    ("body validation (pydantic)", ("pydantic",)),
+    ("sending the response (uvicorn)", ("RequestResponseCycle.send (",)),
+    ("sync dependencies through the AnyIO thread pool",
+     ("anyio/", "starlette/concurrency.py", "threading.py")),
+    ("FastAPI dependency solving", ("fastapi/dependencies/",)),
+    ("the rest of the fast path (app/api/fastpath.py)", ("app/api/fastpath.py",)),
+    ("the rest of the FastAPI route", ("authorize_tool (app/api/",)),
+)
+PARTS_INNERMOST = {
+    "uvicorn": "uvicorn: HTTP parsing, transport",
+    "fastapi": "FastAPI/Starlette middleware, routing, Request objects",
+    "starlette": "FastAPI/Starlette middleware, routing, Request objects",
+    "toolgate api layer": "FastAPI/Starlette middleware, routing, Request objects",
+    "asyncio (stdlib)": "event loop (asyncio)",
+}
+
+
+def _part(frames: list[tuple[str, str]]) -> str:
+    names = [f"{function} ({file})" for function, file in frames]
+    for part, needles in PARTS_ANYWHERE:
+        if any(needle in name for name in names for needle in needles):
+            return part
+    return PARTS_INNERMOST.get(_owner(frames), "other")
+
+
 def ensure_py_spy() -> str | None:
     """None when py-spy is in the venv (installing it if needed), else why not."""
     if PY_SPY.exists():
@@ -93,6 +128,7 @@ def summarise(raw: str, *, top: int = 25) -> dict[str, Any]:
     threads: Counter[str] = Counter()
     thread_top: dict[str, Counter[str]] = {}
     packages: Counter[str] = Counter()
+    parts: Counter[str] = Counter()
     self_time: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
     for line in raw.splitlines():
@@ -109,6 +145,7 @@ def summarise(raw: str, *, top: int = 25) -> dict[str, Any]:
         thread_top.setdefault(thread, Counter())[f"{frames[0][0]} ({frames[0][1]})"] += count
         function, file = frames[-1]
         packages[_owner(frames)] += count
+        parts[_part(frames)] += count
         self_time[f"{function} ({file})"] += count
         for name in {f"{f} ({path})" for f, path in frames}:
             inclusive[name] += count
@@ -123,6 +160,7 @@ def summarise(raw: str, *, top: int = 25) -> dict[str, Any]:
                      "entry": thread_top.get(t, Counter()).most_common(1)[0][0]
                      if thread_top.get(t) else None}
                     for t, c in threads.most_common()],
+        "parts": share(parts, len(parts)),
         "self_by_package": share(packages, len(packages)),
         "self_by_frame": share(self_time, top),
         "inclusive_by_frame": share(Counter({k: v for k, v in inclusive.items()
@@ -134,6 +172,9 @@ def print_summary(summary: dict[str, Any], log: Any = print, top: int = 12) -> N
     log(f"  {summary['samples']} samples (all threads, idle excluded)")
     for row in summary["threads"]:
         log(f"  thread {row['thread']}: {row['percent']}%  [{row['entry']}]")
+    log("  where the CPU goes (each sample counted once):")
+    for row in summary["parts"]:
+        log(f"    {row['percent']:5.1f}%  {row['frame']}")
     log("  self time by package:")
     for row in summary["self_by_package"]:
         log(f"    {row['percent']:5.1f}%  {row['frame']}")

@@ -86,7 +86,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--connections", type=int, default=64, help="wrk connections "
                         "(default 64)")
     parser.add_argument("--log-level", default="info", help="uvicorn log level of every "
-                        "server (default info, toolgate's default: access log on)")
+                        "server (default info, toolgate's default)")
+    parser.add_argument("--access-log", action="store_true", help="turn uvicorn's access "
+                        "log on for every server (default off, as TOOLGATE_ACCESS_LOG)")
+    parser.add_argument("--env", action="append", default=[], metavar="TOOLGATE_X=VALUE",
+                        help="extra setting for every toolgate server, e.g. "
+                        "--env TOOLGATE_FAST_PATH=false (repeatable)")
     parser.add_argument("--profile", default="sqlite_log",
                         choices=[*scenarios.BY_NAME, "none"], help="scenario to profile "
                         "with py-spy under load (default sqlite_log; none to skip)")
@@ -107,12 +112,34 @@ def options(args: argparse.Namespace, workers: int, workdir: Path, token: str,
             wrk_path: str) -> scenarios.Options:
     return scenarios.Options(workers=workers, seconds=args.seconds, warmup=args.warmup,
                              token=token, log_level=args.log_level, workdir=workdir,
+                             access_log=args.access_log, settings=extra_settings(args),
                              threads=args.threads, connections=args.connections,
                              wrk_path=wrk_path)
 
 
+def extra_settings(args: argparse.Namespace) -> dict[str, str]:
+    settings = {}
+    for item in args.env:
+        name, sep, value = item.partition("=")
+        if not sep or not name.startswith("TOOLGATE_"):
+            raise SystemExit(f"bench: --env wants TOOLGATE_NAME=VALUE, not {item!r}")
+        settings[name] = value
+    return settings
+
+
+def check_access_log_setting() -> None:
+    """The bare app and toolgate must log (or not log) every request alike."""
+    from app.config import Settings
+
+    if "access_log" not in Settings.model_fields:
+        print("warning: this toolgate has no TOOLGATE_ACCESS_LOG setting; at log level "
+              "info it writes an access line per request and the bare app may not: pass "
+              "--access-log (or --log-level warning) for a like-for-like comparison")
+
+
 def run_all(args: argparse.Namespace, workdir: Path, token: str,
             wrk_path: str) -> dict[str, Any]:
+    check_access_log_setting()
     pg_down = server.postgres_unreachable()
     if pg_down:
         print(f"Postgres scenarios skipped: 127.0.0.1:5432 unreachable ({pg_down})")
@@ -121,7 +148,9 @@ def run_all(args: argparse.Namespace, workdir: Path, token: str,
         opts = options(args, workers, workdir, token, wrk_path)
         rows: dict[str, Any] = {}
         print(f"\n== load: {workers} worker(s), wrk -t{args.threads} -c{args.connections}, "
-              f"{args.warmup:g} s warm-up + {args.seconds:g} s each")
+              f"{args.warmup:g} s warm-up + {args.seconds:g} s each, log level "
+              f"{args.log_level}, access log {'on' if args.access_log else 'off'}"
+              + "".join(f", {k}={v}" for k, v in opts.settings.items()))
         for name in args.scenarios:
             scenario = scenarios.BY_NAME[name]
             if scenario.database == "postgres" and pg_down:

@@ -46,10 +46,11 @@ class Options:
     token: str
     log_level: str
     workdir: Path
+    access_log: bool = False  # uvicorn's per-request log line, the same for every server
+    settings: dict[str, str] = field(default_factory=dict)  # extra TOOLGATE_* for toolgate
     threads: int = 2
     connections: int = 64
     wrk_path: str = "wrk"
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def launch(scenario: Scenario, opts: Options) -> tuple[srv.Server, str | None]:
@@ -60,7 +61,8 @@ def launch(scenario: Scenario, opts: Options) -> tuple[srv.Server, str | None]:
     if scenario.database is None:
         command = [str(BIN / "uvicorn"), "bench.bare_app:app", "--host", srv.HOST,
                    "--port", str(port), "--workers", str(opts.workers),
-                   "--log-level", opts.log_level, "--no-proxy-headers"]
+                   "--log-level", opts.log_level, "--no-proxy-headers",
+                   "--access-log" if opts.access_log else "--no-access-log"]
         server = srv.Server(scenario.name, command, srv.clean_env(), port=port, log=log,
                             cwd=ROOT, token=opts.token)
         server.start()
@@ -76,6 +78,8 @@ def launch(scenario: Scenario, opts: Options) -> tuple[srv.Server, str | None]:
         TOOLGATE_ADMIN_TOKEN=opts.token,
         TOOLGATE_DECISION_LOG_ENABLED="true" if scenario.log else "false",
         TOOLGATE_LOG_LEVEL=opts.log_level,
+        TOOLGATE_ACCESS_LOG="true" if opts.access_log else "false",
+        **opts.settings,
     )
     if scenario.database == "postgres":
         _migrate(env, log)

@@ -40,16 +40,17 @@ _JSON_HEADERS = [(b"content-type", b"application/json")]
 
 
 class FastAuthorize:
-    """Outermost ASGI wrapper: takes POST /v1/authorize-tool, passes everything else on."""
+    """Answers POST /v1/authorize-tool; ToolgateApp (app/main.py) calls it ahead of the
+    middleware stack for the requests it `handles`."""
 
-    def __init__(self, app: Any, *, limit: int) -> None:
-        self.app = app
+    def __init__(self, *, limit: int) -> None:
         self.limit = limit
 
+    @staticmethod
+    def handles(scope: dict) -> bool:
+        return scope["type"] == "http" and scope["path"] == PATH and scope["method"] == "POST"
+
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["path"] != PATH or scope["method"] != "POST":
-            await self.app(scope, receive, send)
-            return
         try:
             status, body = await self._handle(scope, receive)
         except Exception as exc:  # rendered exactly as the FastAPI handlers render it
@@ -61,7 +62,7 @@ class FastAuthorize:
         await send({"type": "http.response.body", "body": body})
 
     async def _handle(self, scope: dict, receive: Any) -> tuple[int, bytes]:
-        state = scope["app"].state.toolgate if "app" in scope else None
+        state = scope["app"].state.toolgate
         raw = await self._body(scope, receive)
         headers = dict(scope["headers"])
         principal = await _authenticate(state, headers.get(b"authorization", b""))

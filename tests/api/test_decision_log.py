@@ -182,20 +182,34 @@ async def test_concurrent_decisions_share_commits_and_chain_stays_whole(client):
     assert (await client.get("/v1/audit/verify")).json()["ok"] is True
 
 
-async def test_no_record_no_allow(client):
-    """When the store cannot record, the answer is 503, never an allow."""
+async def test_no_record_no_allow(client, settings):
+    """When the store cannot record, the answer is 503, never an allow; once it can again,
+    decisions flow again."""
     await _plan(client)
-    state = client.app.state.toolgate
-    # Warm the plan cache, then take the database away from the writer.
     assert (await client.post("/v1/authorize-tool",
                               json={"plan_id": "p-1", "tool": READER})).json()["allowed"]
-    await state.engine.dispose()
-    state.engine.pool._creator = _refuse  # every new connection fails
+    engine = create_async_engine(settings.database_url)
+    async with engine.begin() as conn:  # the log's table disappears under the writer
+        await conn.execute(text("ALTER TABLE decision_log RENAME TO decision_log_away"))
+    for _ in range(3):
+        r = await client.post("/v1/authorize-tool", json={"plan_id": "p-1", "tool": READER})
+        assert r.status_code == 503
+        assert r.json()["error"]["code"] == "decision_not_recorded"
+        assert "allowed" not in r.text
+    async with engine.begin() as conn:
+        await conn.execute(text("ALTER TABLE decision_log_away RENAME TO decision_log"))
+    await engine.dispose()
     r = await client.post("/v1/authorize-tool", json={"plan_id": "p-1", "tool": READER})
-    assert r.status_code == 503
-    assert r.json()["error"]["code"] == "decision_not_recorded"
-    assert "allowed" not in r.text
+    assert r.status_code == 200 and r.json()["allowed"] is True
+    assert (await client.get("/v1/audit/verify")).json()["ok"] is True
 
 
-def _refuse(*args, **kwargs):
-    raise OSError("database is gone")
+async def test_recorded_context_has_every_field(client):
+    from app.api.schemas import ContextIn
+
+    r = await client.post("/v1/authorize-tool", json={"tool": READER, "context": {
+        "sandbox_id": "sb", "confirmed": True}})
+    rec = (await client.get(f"/v1/decisions/{r.json()['decision_id']}")).json()
+    assert set(rec["detail"]["context"]) == set(ContextIn.model_fields)
+    assert rec["detail"]["context"]["sandbox_id"] == "sb"
+    assert rec["detail"]["context"]["confirmed"] is True
