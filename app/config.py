@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -50,6 +50,10 @@ class Settings(BaseSettings):
     # Decision log. Disabling it breaks "no record, no allow"; it exists to measure what
     # durability costs (bench/), not for production.
     decision_log_enabled: bool = True
+    # SQLite only. FULL: a committed decision survives a power loss (fsync per commit).
+    # NORMAL (WAL): survives a crash or kill of toolgate, but the last commits may be lost
+    # if the machine itself loses power.
+    sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"
     decision_log_max_batch: int = Field(default=512, ge=1, le=10_000)
     decision_log_timeout_seconds: float = Field(default=5.0, gt=0)
     # Keys of context.metadata, context.variables and tool.args whose values are replaced

@@ -48,7 +48,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         sessions = make_sessionmaker(engine)
         decision_log = (
             DecisionLog(settings.database_url, max_batch=settings.decision_log_max_batch,
-                        timeout=settings.decision_log_timeout_seconds)
+                        timeout=settings.decision_log_timeout_seconds,
+                        sqlite_synchronous=settings.sqlite_synchronous)
             if settings.decision_log_enabled else None
         )
         if decision_log is not None:

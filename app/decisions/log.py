@@ -83,12 +83,12 @@ class DecisionLog:
     """One per process: `await write(records)` returns once they are committed."""
 
     def __init__(self, database_url: str, *, max_batch: int = 512,
-                 timeout: float = 5.0) -> None:
+                 timeout: float = 5.0, sqlite_synchronous: str = "FULL") -> None:
         self._max_batch = max_batch
         self._timeout = timeout
         url = make_url(database_url)
         self._backend: _SQLiteWriter | _PostgresWriter = (
-            _SQLiteWriter(url.database or "toolgate.db", self)
+            _SQLiteWriter(url.database or "toolgate.db", self, sqlite_synchronous)
             if url.get_backend_name() == "sqlite" else
             _PostgresWriter(url.set(drivername="postgresql")
                             .render_as_string(hide_password=False), self)
@@ -144,8 +144,9 @@ def _sqlite_time(moment: datetime) -> str:
 
 
 class _SQLiteWriter:
-    def __init__(self, path: str, owner: DecisionLog) -> None:
+    def __init__(self, path: str, owner: DecisionLog, synchronous: str) -> None:
         self._path = path
+        self._synchronous = synchronous
         self._owner = owner
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -174,7 +175,7 @@ class _SQLiteWriter:
         conn = sqlite3.connect(self._path, timeout=30, isolation_level=None,
                                check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute(f"PRAGMA synchronous={self._synchronous}")
         conn.execute("PRAGMA busy_timeout=30000")
         return conn
 

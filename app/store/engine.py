@@ -18,7 +18,7 @@ def make_engine(settings: Settings) -> AsyncEngine:
             # decision on disk through a power loss, which "no record, no allow" needs.
             cursor = dbapi_connection.cursor()
             cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA synchronous=FULL")
+            cursor.execute(f"PRAGMA synchronous={settings.sqlite_synchronous}")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute("PRAGMA busy_timeout=30000")
             cursor.close()
