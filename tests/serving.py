@@ -1,0 +1,56 @@
+"""Start a real `toolgate serve` on a free loopback port, for tests that need a process
+(crash, CLI, client). Waits are bounded; the caller stops the process."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+TOOLGATE = str(Path(sys.executable).with_name("toolgate"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve(env: dict[str, str], log: Path, *, workers: int = 1,
+          timeout: float = 60) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    full = {**os.environ, "TOOLGATE_LOG_LEVEL": "warning", **env}
+    full.pop("TOOLGATE_URL", None)
+    full.pop("TOOLGATE_TOKEN", None)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [TOOLGATE, "serve", "--port", str(port), "--workers", str(workers)],
+            env=full, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"toolgate exited: {log.read_text()[-2000:]}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"toolgate not ready within {timeout}s")
+        time.sleep(0.1)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)

@@ -1,0 +1,85 @@
+"""No record, no allow, through a SIGKILL: every decision a client received is in the log,
+with the same outcome, after the server is killed mid-load."""
+
+import asyncio
+import os
+import signal
+import time
+
+import httpx
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from tests.serving import serve, stop
+
+TOKEN = "crash-test-admin-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+READ = {"name": "fs.read", "capability": {"writes": False, "checkpointable": True,
+                                          "unsafe": False}}
+WRITE = {"name": "fs.write", "capability": {"writes": True, "checkpointable": True,
+                                            "unsafe": False}}
+
+
+async def _load(url: str, received: dict, stop_at: float) -> None:
+    async with httpx.AsyncClient(base_url=url, headers=AUTH, timeout=5) as client:
+        n = 0
+        while time.monotonic() < stop_at:
+            n += 1
+            tool = READ if n % 2 else WRITE
+            try:
+                r = await client.post("/v1/authorize-tool",
+                                      json={"plan_id": "p-1", "tool": tool})
+            except httpx.HTTPError:
+                return  # the server is gone
+            if r.status_code == 200:
+                body = r.json()
+                received[body["decision_id"]] = body["allowed"]
+
+
+async def _recorded(database_url: str) -> dict:
+    engine = create_async_engine(database_url)
+    try:
+        async with engine.connect() as conn:
+            rows = await conn.execute(text(
+                "SELECT decision_id, allowed FROM decision_log WHERE kind = 'authorize'"))
+            return {d: bool(a) for d, a in rows}
+    finally:
+        await engine.dispose()
+
+
+def test_sigkill_mid_load_loses_no_answered_decision(database_url, tmp_path):
+    proc, url = serve({"TOOLGATE_DATABASE_URL": database_url,
+                       "TOOLGATE_ADMIN_TOKEN": TOKEN}, tmp_path / "server.log")
+    try:
+        httpx.put(f"{url}/v1/actions/a", headers=AUTH, json={"project": "p"}).raise_for_status()
+        httpx.post(f"{url}/v1/plans", headers=AUTH,
+                   json={"action_id": "a", "plan_id": "p-1"}).raise_for_status()
+        received: dict[str, bool] = {}
+
+        async def run() -> None:
+            stop_at = time.monotonic() + 20
+            workers = [asyncio.create_task(_load(url, received, stop_at)) for _ in range(32)]
+            while len(received) < 300 and time.monotonic() < stop_at:
+                await asyncio.sleep(0.05)
+            os.kill(proc.pid, signal.SIGKILL)  # mid-load, no chance to drain
+            await asyncio.gather(*workers)
+
+        asyncio.run(run())
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            stop(proc)
+    assert len(received) >= 300
+    recorded = asyncio.run(_recorded(database_url))
+    missing = [d for d in received if d not in recorded]
+    assert not missing, f"{len(missing)} answered decisions are not in the log"
+    assert all(recorded[d] == allowed for d, allowed in received.items())
+
+    # The chain is still whole after the crash.
+    proc, url = serve({"TOOLGATE_DATABASE_URL": database_url,
+                       "TOOLGATE_ADMIN_TOKEN": TOKEN}, tmp_path / "server.log")
+    try:
+        verify = httpx.get(f"{url}/v1/audit/verify", headers=AUTH, timeout=30).json()
+        assert verify["ok"] is True, verify
+    finally:
+        stop(proc)
