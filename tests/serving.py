@@ -24,9 +24,9 @@ def free_port() -> int:
 def serve(env: dict[str, str], log: Path, *, workers: int = 1,
           timeout: float = 60) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    full = {**os.environ, "TOOLGATE_LOG_LEVEL": "warning", **env}
-    full.pop("TOOLGATE_URL", None)
-    full.pop("TOOLGATE_TOKEN", None)
+    # Only the settings the test gives: nothing TOOLGATE_* leaks in from the environment.
+    full = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}
+    full.update({"TOOLGATE_LOG_LEVEL": "warning", **env})
     with open(log, "ab") as out:
         proc = subprocess.Popen(
             [TOOLGATE, "serve", "--port", str(port), "--workers", str(workers)],

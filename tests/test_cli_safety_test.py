@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,54 +12,25 @@ import httpx
 import orjson
 import pytest
 
+from tests.serving import free_port, serve, stop
+
 TOOLGATE = str(Path(sys.executable).with_name("toolgate"))
 TOKEN = "test-admin-token"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("cli")
-    port = _free_port()
-    env = {**os.environ, "TOOLGATE_DATABASE_URL": f"sqlite+aiosqlite:///{tmp / 'toolgate.db'}",
-           "TOOLGATE_LOG_LEVEL": "warning", "TOOLGATE_ADMIN_TOKEN": TOKEN}
-    env.pop("TOOLGATE_URL", None)
-    env.pop("TOOLGATE_TOKEN", None)
-    log = open(tmp / "server.log", "wb")  # closed in the finally below
-    proc = subprocess.Popen([TOOLGATE, "serve", "--port", str(port)], env=env,
-                            stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    proc, url = serve({"TOOLGATE_DATABASE_URL": f"sqlite+aiosqlite:///{tmp / 'toolgate.db'}",
+                       "TOOLGATE_ADMIN_TOKEN": TOKEN}, tmp / "server.log")
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"server exited: {(tmp / 'server.log').read_text()}")
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("server did not answer /healthz within 60 s")
-            time.sleep(0.1)
         r = httpx.put(f"{url}/v1/skills/shell", headers={"Authorization": f"Bearer {TOKEN}"},
                       json={
             "unsafe_phrases": ["rm -rf", "delete all documents", "format the system"]})
         assert r.status_code == 201, r.text
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        log.close()
+        stop(proc)
 
 
 def _run(*args: str, url: str) -> subprocess.CompletedProcess[str]:
@@ -99,7 +68,7 @@ def test_service_errors_exit_2(server, tmp_path):
     file = _jsonl(tmp_path / "safety_test.jsonl", ["rm -rf /"])
     result = _run(str(file), "--skill", "ghost", url=server)
     assert result.returncode == 2 and "ghost" in result.stderr
-    result = _run(str(file), "--skill", "shell", url=f"http://127.0.0.1:{_free_port()}")
+    result = _run(str(file), "--skill", "shell", url=f"http://127.0.0.1:{free_port()}")
     assert result.returncode == 2 and "cannot reach" in result.stderr
     result = _run(str(tmp_path / "missing.jsonl"), "--skill", "shell", url=server)
     assert result.returncode == 2

@@ -138,6 +138,21 @@ _SQLITE_SET_HEAD = "UPDATE chain_head SET seq = ?, hash = ? WHERE id = 1"
 _STOP = object()
 
 
+def _collect(first: Any, get_nowait: Any, max_batch: int) -> tuple[Batch, bool]:
+    """The first item and whatever else is already queued (up to max_batch); True when the
+    stop sentinel was among them."""
+    batch: Batch = [first]
+    while len(batch) < max_batch:
+        try:
+            nxt = get_nowait()
+        except (queue.Empty, asyncio.QueueEmpty):
+            break
+        if nxt is _STOP:
+            return batch, True
+        batch.append(nxt)
+    return batch, False
+
+
 def _sqlite_time(moment: datetime) -> str:
     # The text SQLAlchemy's SQLite DATETIME stores, so the ORM reads these rows back.
     return moment.strftime("%Y-%m-%d %H:%M:%S.%f")
@@ -186,16 +201,7 @@ class _SQLiteWriter:
             item = self._queue.get()
             if item is _STOP:
                 break
-            batch: Batch = [item]
-            while len(batch) < self._owner._max_batch:
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is _STOP:
-                    stopping = True
-                    break
-                batch.append(nxt)
+            batch, stopping = _collect(item, self._queue.get_nowait, self._owner._max_batch)
             error: BaseException | None = None
             try:
                 conn = conn or self._connect()
@@ -268,13 +274,7 @@ class _PostgresWriter:
             item = await self._queue.get()
             if item is _STOP:
                 break
-            batch: Batch = [item]
-            while len(batch) < self._owner._max_batch and not self._queue.empty():
-                nxt = self._queue.get_nowait()
-                if nxt is _STOP:
-                    stopping = True
-                    break
-                batch.append(nxt)
+            batch, stopping = _collect(item, self._queue.get_nowait, self._owner._max_batch)
             error: BaseException | None = None
             try:
                 await self._commit([r for records, _ in batch for r in records])

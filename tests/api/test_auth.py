@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-import socket
 import stat
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from app.decisions.tables import LogRecord
 from app.errors import RateLimited
 from app.main import create_app
 from tests.conftest import ADMIN_HEADERS, ADMIN_TOKEN, PG_DSN
+from tests.serving import serve, stop
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 READER = {"writes": False, "checkpointable": True, "unsafe": False}
@@ -455,44 +455,9 @@ def test_bootstrap_only_on_sqlite_without_an_admin_token(tmp_path):
     assert not (tmp_path / "x.admin-key").exists()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _serve(tmp_path: Path, log: Path) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}
-    env.update(TOOLGATE_DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'toolgate.db'}",
-               TOOLGATE_LOG_LEVEL="warning")
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
-                                env=env, stdout=out, stderr=subprocess.STDOUT,
-                                cwd=Path(__file__).resolve().parents[2])
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"toolgate serve exited: {log.read_text()}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("toolgate serve did not answer /healthz within 60 s")
-        time.sleep(0.1)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=10)
+    return serve({"TOOLGATE_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'toolgate.db'}"},
+                 log)
 
 
 def _cli(*args: str, token: str) -> subprocess.CompletedProcess[str]:
@@ -539,7 +504,7 @@ def test_first_serve_creates_an_admin_key_file_readable_only_by_its_owner(tmp_pa
         assert httpx.get(f"{url}/v1/keys", timeout=10).status_code == 401
         _keys_cli(url, secret)
     finally:
-        _stop(proc)
+        stop(proc)
     proc, url = _serve(tmp_path, tmp_path / "second.log")
     try:
         assert key_file.read_text().strip() == secret
@@ -547,7 +512,7 @@ def test_first_serve_creates_an_admin_key_file_readable_only_by_its_owner(tmp_pa
         items = httpx.get(f"{url}/v1/keys", headers=bearer(secret), timeout=10).json()["items"]
         assert [k["name"] for k in items] == ["bootstrap", "bot"]  # no second bootstrap key
     finally:
-        _stop(proc)
+        stop(proc)
 
 
 async def test_the_admin_token_is_an_admin(client):
