@@ -32,6 +32,7 @@ from app.notify import Notifier
 from app.plans import PlanCache
 from app.registry import RegistryCache
 from app.store import migrate
+from app.store.registry_repo import REGISTRY_CHANNEL
 from app.store.engine import make_engine, make_sessionmaker
 
 DESCRIPTION = """Policy decisions for AI agents: before every tool call an agent asks
@@ -57,6 +58,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         key_cache = KeyCache(ttl=settings.key_cache_ttl_seconds)
         notifier = Notifier(settings.database_url)
         notifier.subscribe(KEYS_CHANNEL, key_cache.clear)
+        registry = RegistryCache(ttl=settings.registry_ttl_seconds)
+        notifier.subscribe(REGISTRY_CHANNEL, registry.invalidate)
         await notifier.start()
         app.state.toolgate = AppState(
             settings=settings,
@@ -65,7 +68,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             plan_cache=PlanCache(settings.plan_cache_size),
             schema_head=migrate.head(settings.database_url),
             known_revisions=migrate.known_revisions(settings.database_url),
-            registry=RegistryCache(ttl=settings.registry_ttl_seconds),
+            registry=registry,
             decision_log=decision_log,
             authenticator=Authenticator(sessions=sessions, cache=key_cache,
                                         admin_token=settings.admin_token),

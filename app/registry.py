@@ -99,8 +99,9 @@ class RegistryCache:
         await self.ensure_fresh(sessions)
         return project is not None and project in self._deny_projects
 
-    def invalidate(self) -> None:
-        """Check the database on the next ensure_fresh, whatever the ttl."""
+    def invalidate(self, _payload: Any = None) -> None:
+        """Check the database on the next ensure_fresh, whatever the ttl (also the
+        LISTEN/NOTIFY callback on Postgres)."""
         self._generation += 1
         self._checked_at = None
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.store.registry_tables import ProjectRegistrySettings, RegistryState, RegistryTool, Skill
@@ -36,8 +36,17 @@ async def lock_registry(session: AsyncSession) -> None:
     await _lock_registry(session, bump=False)
 
 
+# LISTEN/NOTIFY channel (app/notify.py): "the registry changed, check the version now".
+REGISTRY_CHANNEL = "toolgate_registry"
+
+
 async def bump_registry_version(session: AsyncSession) -> None:
     await _lock_registry(session, bump=True)
+    if session.bind.dialect.name == "postgresql":
+        # Delivered at commit, so other replicas drop their cached registry at once
+        # instead of after registry_ttl_seconds.
+        await session.execute(text("SELECT pg_notify(:channel, '')"),
+                              {"channel": REGISTRY_CHANNEL})
 
 
 async def get_registry_version(session: AsyncSession) -> int:

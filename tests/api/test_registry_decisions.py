@@ -148,3 +148,29 @@ async def test_registry_changes_and_screens_are_recorded(client):
     assert rec["kind"] == "screen" and rec["allowed"] is False
     assert rec["code"] == "unsafe_phrase" and rec["error"] == "UnsafeRequestRejectedError"
     assert rec["detail"]["matched_phrase"] == "rm -rf"
+
+
+async def test_registry_change_reaches_another_replica(client, settings, database_url):
+    """On Postgres the change is pushed (LISTEN/NOTIFY), so even an hour-long TTL does not
+    delay it; on SQLite the TTL bounds it."""
+    import asyncio
+    import time
+
+    from tests.api.test_auth import second_app
+
+    postgres = database_url.startswith("postgresql")
+    ttl = 3600.0 if postgres else 0.2
+    tool = {"name": "fs.wipe", "capability": {"writes": False, "checkpointable": True,
+                                              "unsafe": False}}
+    body = {"tool": tool, "safety_profile": LAX}
+    async with second_app(settings.model_copy(update={"registry_ttl_seconds": ttl})) as b:
+        assert (await b.post("/v1/authorize-tool", json=body)).json()["allowed"] is True
+        await client.put("/v1/tools/fs.wipe", json={**DELETE, "path_args": []})
+        deadline = time.monotonic() + 5
+        while True:
+            decision = (await b.post("/v1/authorize-tool", json=body)).json()
+            if decision["allowed"] is False:
+                break
+            assert time.monotonic() < deadline, "the other replica kept the old registry"
+            await asyncio.sleep(0.05)
+        assert decision["deny"]["code"] == "confirmation_required"
