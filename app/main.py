@@ -32,8 +32,8 @@ from app.notify import Notifier
 from app.plans import PlanCache
 from app.registry import RegistryCache
 from app.store import migrate
-from app.store.registry_repo import REGISTRY_CHANNEL
 from app.store.engine import make_engine, make_sessionmaker
+from app.store.registry_repo import REGISTRY_CHANNEL
 
 DESCRIPTION = """Policy decisions for AI agents: before every tool call an agent asks
 "may this tool run, in this plan, with this context?" and toolgate answers allow, or deny
