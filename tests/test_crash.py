@@ -83,3 +83,28 @@ def test_sigkill_mid_load_loses_no_answered_decision(database_url, tmp_path):
         assert verify["ok"] is True, verify
     finally:
         stop(proc)
+
+
+def test_two_workers_extend_one_verifiable_chain(database_url, tmp_path):
+    """Several processes write decisions at once; the chain stays total and verifiable."""
+    proc, url = serve({"TOOLGATE_DATABASE_URL": database_url, "TOOLGATE_ADMIN_TOKEN": TOKEN},
+                      tmp_path / "server.log", workers=2)
+    try:
+        httpx.put(f"{url}/v1/actions/a", headers=AUTH, json={"project": "p"}).raise_for_status()
+        httpx.post(f"{url}/v1/plans", headers=AUTH,
+                   json={"action_id": "a", "plan_id": "p-1"}).raise_for_status()
+        received: dict[str, bool] = {}
+
+        async def run() -> None:
+            stop_at = time.monotonic() + 4
+            await asyncio.gather(*[_load(url, received, stop_at) for _ in range(32)])
+
+        asyncio.run(run())
+        assert len(received) >= 200
+        verify = httpx.get(f"{url}/v1/audit/verify", headers=AUTH, timeout=30).json()
+        assert verify["ok"] is True, verify
+        assert verify["checked"] >= len(received)
+    finally:
+        stop(proc)
+    recorded = asyncio.run(_recorded(database_url))
+    assert all(recorded[d] == allowed for d, allowed in received.items())
