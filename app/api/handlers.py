@@ -9,7 +9,7 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.errors import ToolgateError
@@ -78,6 +78,13 @@ async def _http(request: Request, exc: StarletteHTTPException) -> Response:
                     headers=getattr(exc, "headers", None))
 
 
+async def _unstorable(request: Request, exc: Exception) -> Response:
+    # The database refused a value the schemas let through (the client's data, not an
+    # outage): a 4xx, and the transaction was rolled back, so nothing changed.
+    log.info("database refused a value: %s", exc)
+    return envelope(422, "invalid_input", "a value in the request cannot be stored")
+
+
 async def _storage(request: Request, exc: Exception) -> Response:
     log.warning("storage unavailable: %s", exc)
     return envelope(503, "storage_unavailable", "the database is unavailable; try again",
@@ -95,6 +102,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(ToolgateError, _toolgate)  # type: ignore[arg-type]
     app.add_exception_handler(MissingCapability, _missing_capability)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _http)  # type: ignore[arg-type]
+    app.add_exception_handler(DataError, _unstorable)
     app.add_exception_handler(OperationalError, _storage)
     app.add_exception_handler(DBAPIError, _storage)
     app.add_exception_handler(OSError, _storage)

@@ -14,7 +14,7 @@ from pydantic import (
     model_validator,
 )
 
-from app.api.schemas import Name, Strict
+from app.api.schemas import Name, Stored
 
 RoleName = Literal["admin", "agent", "approver", "auditor"]
 
@@ -25,7 +25,7 @@ def _rfc3339_text(value: object) -> object:
     return value
 
 
-class KeyIn(Strict):
+class KeyIn(Stored):
     name: Annotated[str, StringConstraints(min_length=1, max_length=200)]
     role: RoleName
     # Required, so "every project" is always a deliberate null, never a forgotten field.

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, Field, StringConstraints, model_validator
 
-from app.api.schemas import Name, Strict
+from app.api.schemas import Name, Stored, Strict
 from app.policy.screening import normalize_phrase, normalize_phrases
 
 SafetyCategory = Literal["safe", "destructive"]
@@ -38,7 +38,7 @@ class ToolCapabilityIn(Strict):
         return self
 
 
-class ToolDefIn(Strict):
+class ToolDefIn(Stored):
     capability: ToolCapabilityIn
     # Required: the seed's guarantee "is only as good as the category you wrote".
     safety_category: SafetyCategory
@@ -70,7 +70,7 @@ class ToolList(BaseModel):
 
 # --- skills -----------------------------------------------------------------------------
 
-class SkillIn(Strict):
+class SkillIn(Stored):
     category: Category | None = None
     # Each phrase: stripped, non-empty, at most 200 characters; stored lowercased, in order,
     # without duplicates.

@@ -99,11 +99,14 @@ async def delete_profile(name: ProfileNameParam, session: Session,
         raise NotFound(f"profile '{name}' does not exist", profile=name)
     refs = await repo.profile_references(session, name)
     if refs:
-        named = ", ".join(
-            ["the global config"] * bool(refs.get("config"))
-            + [f"projects {refs['projects']}"] * bool(refs.get("projects"))
-            + [f"actions {refs['actions']}"] * bool(refs.get("actions"))
-        )
+        users = []
+        if refs.get("config"):
+            users.append("the global config")
+        if refs.get("projects"):
+            users.append(f"projects {refs['projects']}")
+        if refs.get("actions"):
+            users.append(f"actions {refs['actions']}")
+        named = ", ".join(users)
         raise Conflict(f"profile '{name}' is still named by {named}", code="profile_in_use",
                        profile=name, **refs)
     before = _versioned(row)

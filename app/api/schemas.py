@@ -37,9 +37,26 @@ class Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
 
+def _nul_free(value: Any) -> Any:
+    items = value if isinstance(value, list) else [value]
+    if any(isinstance(item, str) and "\x00" in item for item in items):
+        raise ValueError("must not contain NUL (\\u0000) characters")
+    return value
+
+
+class Stored(Strict):
+    """A body whose strings are stored as they are: PostgreSQL cannot store NUL characters,
+    so they are refused here (422 naming the field) on every backend alike."""
+
+    @field_validator("*")
+    @classmethod
+    def _no_nul(cls, value: Any) -> Any:
+        return _nul_free(value)
+
+
 # --- profiles and configuration -------------------------------------------------------
 
-class ProfileIn(Strict):
+class ProfileIn(Stored):
     description: Annotated[str, StringConstraints(max_length=2000)] = ""
     safety: SafetyProfile = Field(default_factory=SafetyProfile)
 
@@ -89,7 +106,7 @@ class ProjectList(BaseModel):
     items: list[ProjectOut]
 
 
-class ActionIn(Strict):
+class ActionIn(Stored):
     project: Name | None = None
     read_only: bool = False
     automation_profile: ProfileName | None = None

@@ -14,7 +14,9 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-CategoryName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+# No NUL characters: PostgreSQL cannot store them, and no category name needs one.
+CategoryName = Annotated[str, StringConstraints(min_length=1, max_length=200,
+                                                pattern=r"^[^\x00]+$")]
 Cost = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 

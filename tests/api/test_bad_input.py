@@ -72,6 +72,9 @@ async def test_body_over_one_mebibyte_is_413_and_changes_nothing(both_paths):
      "safety.allowed_skill_categories"),
     ("/v1/profiles/p", {"safety": {"sandbox": True}}, "safety.sandbox"),
     ("/v1/profiles/p", {"colour": "red"}, "colour"),
+    ("/v1/profiles/p", {"description": "nul\u0000byte"}, "description"),
+    ("/v1/profiles/p", {"safety": {"allowed_skill_categories": ["a\u0000"]}},
+     "safety.allowed_skill_categories.0"),
     ("/v1/config", {"automation_profile": "Not Valid"}, "automation_profile"),
     ("/v1/config", {"automation_profile": 3}, "automation_profile"),
     ("/v1/projects/p", {"automation_profile": None, "extra": 1}, "extra"),
@@ -164,3 +167,17 @@ async def test_big_authorize_body_is_413(both_paths):
     r = await both_paths.post("/v1/authorize-tool",
                               json={"tool": {**TOOL, "args": {"x": "y" * (1024 * 1024)}}})
     assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large"
+
+
+@pytest.mark.parametrize("path,body,field", [
+    ("/v1/tools/t", {"capability": {"writes": False, "checkpointable": True, "unsafe": False},
+                     "safety_category": "safe", "path_args": ["a\u0000"]}, "path_args"),
+    ("/v1/skills/s", {"unsafe_phrases": ["rm \u0000"]}, "unsafe_phrases"),
+    ("/v1/skills/s", {"category": "x\u0000", "unsafe_phrases": ["rm -rf"]}, "category"),
+])
+async def test_nul_characters_are_refused_on_every_backend(client, path, body, field):
+    """PostgreSQL cannot store NUL; SQLite could. Both answer 422 naming the field."""
+    r = await client.put(path, json=body)
+    assert r.status_code == 422, r.text
+    assert field in _fields(r)
+    assert (await client.get(path)).status_code == 404

@@ -117,3 +117,34 @@ async def test_list_projects_and_actions(client):
     assert [a["action_id"] for a in actions] == ["a", "b", "c"]
     web = (await client.get("/v1/actions", params={"project": "web"})).json()["items"]
     assert [a["action_id"] for a in web] == ["b"]
+
+
+async def test_delete_profile_named_by_one_kind_of_user_only(client):
+    """Each kind of reference alone blocks the delete (a 409, never a 500)."""
+    await client.put("/v1/profiles/p", json={})
+    for path, body, key in [("/v1/config", {"automation_profile": "p"}, "config"),
+                            ("/v1/projects/x", {"automation_profile": "p"}, "projects"),
+                            ("/v1/actions/y", {"automation_profile": "p"}, "actions")]:
+        await client.put(path, json=body)
+        r = await client.delete("/v1/profiles/p")
+        assert r.status_code == 409, r.text
+        assert set(r.json()["error"]["details"]) == {"profile", key}
+        await client.put(path, json={"automation_profile": None} if key != "actions" else {})
+    assert (await client.delete("/v1/profiles/p")).status_code == 204
+
+
+async def test_huge_costs_round_trip_through_every_backend(client):
+    """JSONB keeps 1e20 as an integer; it must come back (and be audited) as the float."""
+    safety = {"max_cost_per_plan": 1e20, "max_total_cost": 1.5e300}
+    r = await client.put("/v1/profiles/rich", json={"safety": safety})
+    assert r.status_code == 201
+    await client.put("/v1/actions/a", json={"automation_profile": "rich"})
+    plan = (await client.post("/v1/plans", json={"action_id": "a", "plan_id": "p"})).json()
+    assert plan["safety_profile"]["max_cost_per_plan"] == 1e20
+    again = await client.post("/v1/plans", json={"action_id": "a", "plan_id": "p"})
+    assert again.status_code == 200
+    r = await client.put("/v1/profiles/rich", json={"safety": {"max_cost_per_plan": 2e20}})
+    assert r.status_code == 200 and r.json()["version"] == 2
+    await client.put("/v1/actions/a", json={})
+    assert (await client.delete("/v1/profiles/rich")).status_code == 204
+    assert (await client.get("/v1/audit/verify")).json()["ok"] is True
