@@ -96,11 +96,16 @@ def test_two_workers_extend_one_verifiable_chain(database_url, tmp_path):
         received: dict[str, bool] = {}
 
         async def run() -> None:
-            stop_at = time.monotonic() + 4
-            await asyncio.gather(*[_load(url, received, stop_at) for _ in range(32)])
+            stop_at = time.monotonic() + 30
+            workers = [asyncio.create_task(_load(url, received, stop_at)) for _ in range(32)]
+            while len(received) < 300 and time.monotonic() < stop_at:
+                await asyncio.sleep(0.05)
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
 
         asyncio.run(run())
-        assert len(received) >= 200
+        assert len(received) >= 300
         verify = httpx.get(f"{url}/v1/audit/verify", headers=AUTH, timeout=30).json()
         assert verify["ok"] is True, verify
         assert verify["checked"] >= len(received)
