@@ -66,9 +66,14 @@ async def decide(
     await registry.ensure_fresh(sessions)
     registered = registry.get(request.tool.name)
     context = request.core_context(plan_id=label, stored_read_only=stored_read_only)
-    if registered is None and await registry.deny_unregistered(project, sessions):
-        verdict = unregistered(request.tool.name, label, explain=request.explain)
-        tool = Tool(name=request.tool.name, writes=False, checkpointable=False, unsafe=False)
+    # The skill and changeset layers answer only their write guard, registry or not.
+    if (registered is None and request.layer == "runtime"
+            and await registry.deny_unregistered(project, sessions)):
+        cap = request.tool.capability
+        writes = bool(cap is not None and cap.writes)
+        verdict = unregistered(request.tool.name, context, writes=writes,
+                               explain=request.explain)
+        tool = Tool(name=request.tool.name, writes=writes, checkpointable=False, unsafe=False)
     else:
         tool = request.core_tool(registered)
         verdict = evaluate(tool, context, profile, layer=Layer(request.layer),

@@ -20,6 +20,7 @@ from app.policy.profiles import (
     resolve,
 )
 from app.store import repo
+from app.store.engine import lock_key
 from app.store.tables import Action, Plan, utcnow
 
 
@@ -159,6 +160,8 @@ async def use_plan(
         "automation_profile": automation_profile,
         "safety_profile": safety_profile.as_dict() if safety_profile is not None else None,
     }
+    if not generated_id:
+        await lock_key(session, f"plan:{plan_id}")
     existing = None if generated_id else await repo.get_plan(session, plan_id)
     if existing is not None:
         return _same_or_conflict(existing, request), False
@@ -189,8 +192,8 @@ async def use_plan(
         async with session.begin_nested():
             await repo.insert_plan(session, plan)
     except IntegrityError:
-        # Another request created the same plan_id between our read and our insert.
-        session.expunge(plan)
+        # Another request created the same plan_id between our read and our insert (the
+        # savepoint's rollback already took `plan` out of the session).
         existing = await repo.get_plan(session, plan_id)
         if existing is None:
             raise

@@ -18,6 +18,7 @@ from app.decisions.log import DecisionLog
 from app.notify import Notifier
 from app.plans import PlanCache
 from app.registry import RegistryCache
+from app.store.engine import WRITE_OPTION
 
 
 @dataclass
@@ -45,6 +46,8 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
     never commit themselves, so a rejected change leaves stored state as it was."""
     state: AppState = request.app.state.toolgate
     async with state.sessions() as session, session.begin():
+        if request.method not in ("GET", "HEAD"):
+            await session.connection(execution_options={WRITE_OPTION: True})
         yield session
 
 

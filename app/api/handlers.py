@@ -9,7 +9,7 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
-from sqlalchemy.exc import DataError, DBAPIError, OperationalError
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.errors import ToolgateError
@@ -85,6 +85,13 @@ async def _unstorable(request: Request, exc: Exception) -> Response:
     return envelope(422, "invalid_input", "a value in the request cannot be stored")
 
 
+async def _integrity(request: Request, exc: Exception) -> Response:
+    # Writers of one resource are serialised (app/store/engine.py lock_key), so this is a
+    # conflict the caller can retry, not an outage.
+    log.info("integrity conflict: %s", exc)
+    return envelope(409, "conflict", "a concurrent change conflicted with this one; retry")
+
+
 async def _storage(request: Request, exc: Exception) -> Response:
     log.warning("storage unavailable: %s", exc)
     return envelope(503, "storage_unavailable", "the database is unavailable; try again",
@@ -103,6 +110,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(MissingCapability, _missing_capability)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, _http)  # type: ignore[arg-type]
     app.add_exception_handler(DataError, _unstorable)
+    app.add_exception_handler(IntegrityError, _integrity)
     app.add_exception_handler(OperationalError, _storage)
     app.add_exception_handler(DBAPIError, _storage)
     app.add_exception_handler(OSError, _storage)

@@ -29,14 +29,18 @@ CodeQuery = Annotated[str | None, Query(pattern=r"^[A-Za-z0-9_]{1,64}$")]
 Kind = Literal["authorize", "screen", "plan", "resolve", "config"]
 
 
-def _utc(moment: datetime | None) -> datetime | None:
+def _utc(moment: datetime | None, field: str = "since") -> datetime | None:
     if moment is None:
         return None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    try:
+        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+05:00 is before year 1 in UTC
+        raise InvalidInput(f"{field} is out of range", fields=[
+            {"field": field, "message": "out of range", "type": "value_error"}]) from None
 
 
 def _filters(since: datetime | None, until: datetime | None, **values: object) -> Filters:
-    since, until = _utc(since), _utc(until)
+    since, until = _utc(since, "since"), _utc(until, "until")
     if since and until and since > until:
         raise InvalidInput("since is after until", fields=[
             {"field": "since", "message": "must not be after until", "type": "value_error"}])
@@ -52,7 +56,10 @@ def _seq(cursor: str) -> int:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         if not raw.startswith("s"):
             raise ValueError(raw)
-        return int(raw[1:])
+        seq = int(raw[1:])
+        if not 0 <= seq < 2**63:
+            raise ValueError(raw)
+        return seq
     except Exception:  # any malformed cursor is the client's input error
         raise InvalidInput("cursor is not valid", fields=[
             {"field": "cursor", "message": "not a cursor from a previous page",
@@ -149,7 +156,7 @@ async def audit_export(
     _filters(since, until)
     # A scoped key exports its projects' records only: such a file has gaps in the chain,
     # so it cannot be verified offline (verify needs an unscoped key; docs/auth.md).
-    records = queries.stream(state.sessions, _utc(since), _utc(until),
+    records = queries.stream(state.sessions, _utc(since, "since"), _utc(until, "until"),
                              projects=principal.project_list())
     if format == "csv":
         return StreamingResponse(_csv(records), media_type="text/csv",
@@ -169,4 +176,5 @@ async def audit_verify(
     """The chain spans every project, so this needs a key whose projects are all (null):
     a scoped key gets 403 (docs/auth.md)."""
     _filters(since, until)
-    return (await queries.verify(state.sessions, _utc(since), _utc(until))).as_dict()
+    return (await queries.verify(state.sessions, _utc(since, "since"),
+                                 _utc(until, "until"))).as_dict()

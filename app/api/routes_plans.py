@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated
 from uuid import uuid4
 
@@ -91,7 +91,10 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         moment, plan_id = orjson.loads(base64.urlsafe_b64decode(padded))
-        return datetime.fromisoformat(moment), str(plan_id)
+        parsed = datetime.fromisoformat(moment)
+        if parsed.tzinfo is None:
+            raise ValueError(moment)
+        return parsed.astimezone(UTC), str(plan_id)
     except Exception:  # any malformed cursor is the client's input error
         raise InvalidInput("cursor is not valid", code="invalid_input",
                            fields=[{"field": "cursor", "message": "not a cursor from a previous "

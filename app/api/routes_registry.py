@@ -173,18 +173,20 @@ async def delete_skill(name: NameParam, session: Session, caller: CallerDep) -> 
 
 @router.post("/screen", response_model=ScreenOut,
              summary="Pre-model rejection: does the text contain a skill's unsafe phrase?")
-async def screen_text(body: ScreenIn, session: Session, state: State,
-                      caller: CallerDep) -> dict:
+async def screen_text(body: ScreenIn, state: State, caller: CallerDep) -> dict:
     """Deterministic: `phrase in text.lower()`, phrases in the skill's stored order, first
     match wins. Without `skill`, every skill is screened in name order. A rejection is a
     successful answer (200), like a deny."""
-    if body.skill is not None:
-        row = await _get_skill(session, body.skill)
-        phrase = screen(body.text, row.unsafe_phrases)
-        match = (row.name, phrase) if phrase is not None else None
-    else:
-        skills = await registry_repo.list_skills(session)
-        match = screen_skills(body.text, ((s.name, s.unsafe_phrases) for s in skills))
+    # A read-only session, closed before the decision is recorded: holding it (on SQLite,
+    # a write transaction for a POST) while the log writer waits for the lock would stall.
+    async with state.sessions() as session:
+        if body.skill is not None:
+            row = await _get_skill(session, body.skill)
+            phrase = screen(body.text, row.unsafe_phrases)
+            match = (row.name, phrase) if phrase is not None else None
+        else:
+            skills = await registry_repo.list_skills(session)
+            match = screen_skills(body.text, ((s.name, s.unsafe_phrases) for s in skills))
     decision_id = new_decision_id()
     if match is None:
         answer = {"decision_id": decision_id, "rejected": False, "matched_phrase": None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -130,20 +130,20 @@ async def stats(session: AsyncSession, filters: Filters, *, group_by: str | None
 
 async def seq_range(session: AsyncSession, since: datetime | None,
                     until: datetime | None) -> tuple[int, int] | None:
-    """Map a time range onto the contiguous seq range it covers (the chain's order)."""
-    low = select(LogRecord.seq).order_by(LogRecord.created_at, LogRecord.seq).limit(1)
-    high = select(LogRecord.seq).order_by(LogRecord.created_at.desc(),
-                                          LogRecord.seq.desc()).limit(1)
+    """The contiguous seq range (the chain's order) that holds every record of a time range.
+
+    Record times are taken when a decision is made and seq when it is written, so they are
+    not in the same order: the range runs from the smallest to the largest seq of any record
+    in the window (and may hold a few records just outside it, never miss one inside)."""
+    query = select(func.min(LogRecord.seq), func.max(LogRecord.seq))
     if since is not None:
-        low = low.where(LogRecord.created_at >= since)
-        high = high.where(LogRecord.created_at >= since)
+        query = query.where(LogRecord.created_at >= since)
     if until is not None:
-        low = low.where(LogRecord.created_at < until)
-        high = high.where(LogRecord.created_at < until)
-    first, last = await session.scalar(low), await session.scalar(high)
+        query = query.where(LogRecord.created_at < until)
+    first, last = (await session.execute(query)).one()
     if first is None or last is None:
         return None
-    return min(first, last), max(first, last)
+    return first, last
 
 
 async def stream(sessions: async_sessionmaker, since: datetime | None,
@@ -174,19 +174,25 @@ async def verify(sessions: async_sessionmaker, since: datetime | None,
     async with sessions() as session:
         head = (await session.execute(select(ChainHead))).scalar_one()
         bounds = await seq_range(session, since, until)
+        # Where the walk starts: the range's first record, or (for an empty window that
+        # reaches the present) just past the head; the whole log starts after the prune.
+        start = bounds[0] if bounds else (head.seq + 1 if since else head.pruned_seq + 1)
         anchor: tuple[int, str] = (head.pruned_seq, head.pruned_hash)
-        if bounds is not None and bounds[0] - 1 > head.pruned_seq:
+        if start - 1 > head.pruned_seq:
             before = await session.scalar(
-                select(LogRecord.hash).where(LogRecord.seq == bounds[0] - 1))
+                select(LogRecord.hash).where(LogRecord.seq == start - 1))
             # The record before the range is gone (removed): the range starts unanchored
             # at its expected position, so the gap is reported on the first record.
-            anchor = (bounds[0] - 1, before) if before is not None else (bounds[0] - 1, "")
-    if bounds is None:
+            anchor = (start - 1, before) if before is not None else (start - 1, "")
+    # A window that reaches the present is checked up to the chain head, so records removed
+    # from the newest end are found (the head no longer matches the last record).
+    to_head = until is None or until >= datetime.now(UTC)
+    if bounds is None and not to_head:
         return VerifyResult(True, 0, None, head.hash)
     verifier = Verifier(anchor)
     # Walk by seq from the anchor, so a removed record shows up as a gap.
     cursor = anchor[0]
-    last = bounds[1] if (since or until) else head.seq
+    last = head.seq if to_head else bounds[1]
     while cursor < last and verifier.first_bad is None:
         async with sessions() as session:
             rows = list((await session.scalars(
@@ -199,7 +205,7 @@ async def verify(sessions: async_sessionmaker, since: datetime | None,
                 break
         cursor = rows[-1].seq
     result = verifier.result()
-    if result.ok and not (since or until) and verifier.head != head.hash:
+    if result.ok and to_head and verifier.head != head.hash:
         result.ok = False
         result.first_bad = {"seq": head.seq, "decision_id": None,
                             "reason": "the newest records are missing (chain head mismatch)"}

@@ -273,15 +273,23 @@ def evaluate(
     return Verdict(first is None, first, tuple(report))
 
 
-def unregistered(name: str, plan_id: str | None, *, explain: bool = False) -> Verdict:
-    """A project that requires registered tools refuses one the registry does not know."""
-    deny = _deny(
+def unregistered(name: str, ctx: Context, *, writes: bool, explain: bool = False) -> Verdict:
+    """A project that requires registered tools refuses one the registry does not know.
+    Check 1 still comes first: a read-only plan refuses a tool that says it writes."""
+    tool = Tool(name=name, writes=writes, checkpointable=False, unsafe=False)
+    read_only = check_read_only(tool, ctx, None)
+    deny = read_only if type(read_only) is Deny else _deny(
         "tool_not_activated",
         f"Tool '{name}' is not in the tool registry and this project only allows registered "
-        f"tools (plan '{plan_id}')",
+        f"tools (plan '{ctx.plan_id}')",
         tool=name,
     )
-    checks = (CheckResult("registry", FAIL, deny.message),) if explain else None
+    checks = None
+    if explain:
+        first = (CheckResult("read_only", FAIL, deny.message) if deny is read_only
+                 else CheckResult("read_only", *read_only))  # type: ignore[misc]
+        checks = (first, CheckResult("registry", SKIP if deny is read_only else FAIL,
+                                     "not reached" if deny is read_only else deny.message))
     return Verdict(False, deny, checks)
 
 

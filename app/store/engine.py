@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 
 from app.config import Settings
+
+# Connection execution option marking a transaction that will write (see get_session).
+WRITE_OPTION = "toolgate_write"
 
 
 def make_engine(settings: Settings) -> AsyncEngine:
@@ -22,6 +25,17 @@ def make_engine(settings: Settings) -> AsyncEngine:
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute("PRAGMA busy_timeout=30000")
             cursor.close()
+            # SQLAlchemy's recipe: the driver must not open transactions on its own, so that
+            # the "begin" hook below decides how each one starts (and SAVEPOINTs work).
+            dbapi_connection.isolation_level = None
+
+        @event.listens_for(engine.sync_engine, "begin")
+        def _sqlite_begin(conn):  # type: ignore[no-untyped-def]
+            # A write transaction takes the write lock up front (BEGIN IMMEDIATE): two
+            # concurrent writes then queue instead of one failing when it upgrades from
+            # reading, and read-then-insert is safe from a concurrent duplicate.
+            write = conn.get_execution_options().get(WRITE_OPTION)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
         return engine
     return create_async_engine(
@@ -34,3 +48,12 @@ def make_engine(settings: Settings) -> AsyncEngine:
 
 def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker:
     return async_sessionmaker(engine, expire_on_commit=False)
+
+
+async def lock_key(session, key: str) -> None:  # type: ignore[no-untyped-def]
+    """Serialise writers of one resource for the rest of the transaction. On Postgres a
+    transaction-level advisory lock (a row that does not exist yet cannot be locked FOR
+    UPDATE); on SQLite the write transaction already holds the database's write lock."""
+    if session.bind.dialect.name == "postgresql":
+        await session.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"),
+                              {"key": key})

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.store.engine import lock_key
 from app.store.tables import (
     Action,
     GlobalConfig,
@@ -41,6 +42,7 @@ async def put_profile(
 ) -> tuple[Profile, bool, bool]:
     """Create or update; returns (profile, created, changed). An identical PUT changes nothing."""
     now = utcnow()
+    await lock_key(session, f"profile:{name}")
     profile = await session.get(Profile, name, with_for_update=True)
     if profile is not None and profile.description == description and profile.safety == safety:
         return profile, False, False
@@ -98,6 +100,7 @@ async def get_config(session: AsyncSession) -> GlobalConfig | None:
 
 
 async def put_config(session: AsyncSession, automation_profile: str | None) -> GlobalConfig:
+    await lock_key(session, "config")
     config = await session.get(GlobalConfig, 1, with_for_update=True)
     if config is None:
         config = GlobalConfig(id=1, automation_profile=automation_profile, updated_at=utcnow())
@@ -115,6 +118,7 @@ async def get_project(session: AsyncSession, project: str) -> Project | None:
 async def put_project(
     session: AsyncSession, project: str, automation_profile: str | None
 ) -> tuple[Project, bool]:
+    await lock_key(session, f"project:{project}")
     row = await session.get(Project, project, with_for_update=True)
     now = utcnow()
     if row is None:
@@ -163,6 +167,7 @@ async def put_action(
     automation_profile: str | None,
     safety_profile: dict[str, Any] | None,
 ) -> tuple[Action, bool]:
+    await lock_key(session, f"action:{action_id}")
     row = await session.get(Action, action_id, with_for_update=True)
     now = utcnow()
     values = {

@@ -213,3 +213,65 @@ async def test_recorded_context_has_every_field(client):
     assert set(rec["detail"]["context"]) == set(ContextIn.model_fields)
     assert rec["detail"]["context"]["sandbox_id"] == "sb"
     assert rec["detail"]["context"]["confirmed"] is True
+
+
+async def test_out_of_range_times_and_forged_cursors_are_422(client):
+    import base64
+
+    def b64(raw: bytes) -> str:
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    for path in ("/v1/decisions", "/v1/decisions/stats", "/v1/audit/export",
+                 "/v1/audit/verify"):
+        for params in ({"since": "0001-01-01T00:00:00+05:00"},
+                       {"until": "9999-12-31T23:59:59-14:00"}):
+            r = await client.get(path, params=params)
+            assert r.status_code == 422, (path, params, r.text)
+    r = await client.get("/v1/decisions", params={"cursor": b64(b"s" + b"9" * 30)})
+    assert r.status_code == 422
+    for forged in (b'["2026-01-01T00:00:00","x"]', b'["0001-01-01T00:00:00+05:00","x"]'):
+        r = await client.get("/v1/plans", params={"cursor": b64(forged)})
+        assert r.status_code == 422, forged
+
+
+async def test_time_windows_hold_every_record_whatever_the_write_order(client, settings):
+    """Record times follow decision time, seq follows write order: a window must still
+    export every record whose time is inside it."""
+    from datetime import datetime, timedelta
+
+    for _ in range(6):
+        await client.post("/v1/authorize-tool", json={"tool": READER})
+    records = [orjson.loads(x) for x in (await client.get("/v1/audit/export")).text.split()]
+    t3, t4 = (datetime.fromisoformat(records[i]["created_at"].replace("Z", "+00:00"))
+              for i in (2, 3))
+    between = t3 + (t4 - t3) / 2
+    if t4 - t3 < timedelta(microseconds=2):
+        t4, between = t3 + timedelta(milliseconds=2), t3 + timedelta(milliseconds=1)
+    engine = create_async_engine(settings.database_url)
+    async with engine.begin() as conn:  # seq 6 was decided between seq 3 and seq 4
+        sqlite = conn.dialect.name == "sqlite"
+        for seq, moment in ((6, between), (4, t4)):
+            value = moment.replace(tzinfo=None).strftime("%Y-%m-%d %H:%M:%S.%f") if sqlite \
+                else moment
+            await conn.execute(text("UPDATE decision_log SET created_at = :t WHERE seq = :s"),
+                               {"t": value, "s": seq})
+    await engine.dispose()
+    window = {"since": records[2]["created_at"],
+              "until": (t4 + timedelta(microseconds=1)).isoformat()}
+    got = [orjson.loads(x)["seq"] for x in
+           (await client.get("/v1/audit/export", params=window)).text.split()]
+    assert {3, 4, 6} <= set(got), got
+
+
+async def test_verify_up_to_now_finds_truncation(client, settings):
+    for _ in range(4):
+        await client.post("/v1/authorize-tool", json={"tool": READER})
+    engine = create_async_engine(settings.database_url)
+    async with engine.begin() as conn:
+        await conn.execute(text(
+            "DELETE FROM decision_log WHERE seq = (SELECT max(seq) FROM decision_log)"))
+    await engine.dispose()
+    for params in ({}, {"until": "2100-01-01T00:00:00Z"},
+                   {"since": "2000-01-01T00:00:00Z", "until": "2100-01-01T00:00:00Z"}):
+        r = (await client.get("/v1/audit/verify", params=params)).json()
+        assert r["ok"] is False, params

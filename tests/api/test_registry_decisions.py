@@ -121,7 +121,7 @@ async def test_project_can_refuse_unregistered_tools(client):
                                                       "explain": True})
     deny = r.json()["deny"]
     assert deny["code"] == "tool_not_activated" and deny["error"] == "ToolNotActivatedError"
-    assert r.json()["checks"][0]["check"] == "registry"
+    assert [c["check"] for c in r.json()["checks"]] == ["read_only", "registry"]
     # Even without a capability: the registry's absence is the answer.
     r = await client.post("/v1/authorize-tool", json={"plan_id": "p", "tool": {"name": "x"}})
     assert r.json()["deny"]["code"] == "tool_not_activated"
@@ -174,3 +174,22 @@ async def test_registry_change_reaches_another_replica(client, settings, databas
             assert time.monotonic() < deadline, "the other replica kept the old registry"
             await asyncio.sleep(0.05)
         assert decision["deny"]["code"] == "confirmation_required"
+
+
+async def test_unregistered_refusal_keeps_check_one_and_the_layers(client):
+    await client.put("/v1/actions/ro", json={"project": "strict-p", "read_only": True})
+    await client.post("/v1/plans", json={"action_id": "ro", "plan_id": "ro-1"})
+    await client.put("/v1/projects/strict-p/registry-settings",
+                     json={"deny_unregistered_tools": True})
+    writer = {"name": "unreg", "capability": {"writes": True, "checkpointable": False,
+                                              "unsafe": True}}
+    r = (await client.post("/v1/authorize-tool",
+                           json={"plan_id": "ro-1", "tool": writer, "explain": True})).json()
+    assert r["deny"]["code"] == "read_only"
+    assert [c["check"] for c in r["checks"]] == ["read_only", "registry"]
+    r = (await client.post("/v1/authorize-tool",
+                           json={"plan_id": "ro-1", "tool": writer, "layer": "skill"})).json()
+    assert r["deny"]["error"] == "SkillExecutionError"
+    reader = {"name": "unreg", "capability": {"writes": False}}
+    r = (await client.post("/v1/authorize-tool", json={"plan_id": "ro-1", "tool": reader})).json()
+    assert r["deny"]["code"] == "tool_not_activated"
