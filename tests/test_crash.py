@@ -47,24 +47,42 @@ async def _recorded(database_url: str) -> dict:
         await engine.dispose()
 
 
-def test_sigkill_mid_load_loses_no_answered_decision(database_url, tmp_path):
-    proc, url = serve({"TOOLGATE_DATABASE_URL": database_url,
-                       "TOOLGATE_ADMIN_TOKEN": TOKEN}, tmp_path / "server.log")
+def _serve_plan(database_url: str, tmp_path, workers: int = 1):  # type: ignore[no-untyped-def]
+    """A real server with one plan, p-1, to authorize against."""
+    proc, url = serve({"TOOLGATE_DATABASE_URL": database_url, "TOOLGATE_ADMIN_TOKEN": TOKEN},
+                      tmp_path / "server.log", workers=workers)
     try:
         httpx.put(f"{url}/v1/actions/a", headers=AUTH, json={"project": "p"}).raise_for_status()
         httpx.post(f"{url}/v1/plans", headers=AUTH,
                    json={"action_id": "a", "plan_id": "p-1"}).raise_for_status()
-        received: dict[str, bool] = {}
+    except BaseException:
+        stop(proc)
+        raise
+    return proc, url
 
-        async def run() -> None:
-            stop_at = time.monotonic() + 20
-            workers = [asyncio.create_task(_load(url, received, stop_at)) for _ in range(32)]
-            while len(received) < 300 and time.monotonic() < stop_at:
-                await asyncio.sleep(0.05)
-            os.kill(proc.pid, signal.SIGKILL)  # mid-load, no chance to drain
-            await asyncio.gather(*workers)
 
-        asyncio.run(run())
+def _load_until(url: str, received: dict, count: int, then) -> None:  # type: ignore[no-untyped-def]
+    """32 clients authorize until `count` answers arrived (at most 30 s), then `then()`."""
+
+    async def run() -> None:
+        stop_at = time.monotonic() + 30
+        workers = [asyncio.create_task(_load(url, received, stop_at)) for _ in range(32)]
+        while len(received) < count and time.monotonic() < stop_at:
+            await asyncio.sleep(0.05)
+        then()
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+
+    asyncio.run(run())
+
+
+def test_sigkill_mid_load_loses_no_answered_decision(database_url, tmp_path):
+    proc, url = _serve_plan(database_url, tmp_path)
+    received: dict[str, bool] = {}
+    try:
+        # Killed mid-load, with no chance to drain.
+        _load_until(url, received, 300, lambda: os.kill(proc.pid, signal.SIGKILL))
         proc.wait(timeout=10)
     finally:
         if proc.poll() is None:
@@ -87,24 +105,10 @@ def test_sigkill_mid_load_loses_no_answered_decision(database_url, tmp_path):
 
 def test_two_workers_extend_one_verifiable_chain(database_url, tmp_path):
     """Several processes write decisions at once; the chain stays total and verifiable."""
-    proc, url = serve({"TOOLGATE_DATABASE_URL": database_url, "TOOLGATE_ADMIN_TOKEN": TOKEN},
-                      tmp_path / "server.log", workers=2)
+    proc, url = _serve_plan(database_url, tmp_path, workers=2)
+    received: dict[str, bool] = {}
     try:
-        httpx.put(f"{url}/v1/actions/a", headers=AUTH, json={"project": "p"}).raise_for_status()
-        httpx.post(f"{url}/v1/plans", headers=AUTH,
-                   json={"action_id": "a", "plan_id": "p-1"}).raise_for_status()
-        received: dict[str, bool] = {}
-
-        async def run() -> None:
-            stop_at = time.monotonic() + 30
-            workers = [asyncio.create_task(_load(url, received, stop_at)) for _ in range(32)]
-            while len(received) < 300 and time.monotonic() < stop_at:
-                await asyncio.sleep(0.05)
-            for task in workers:
-                task.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
-
-        asyncio.run(run())
+        _load_until(url, received, 300, lambda: None)
         assert len(received) >= 300
         verify = httpx.get(f"{url}/v1/audit/verify", headers=AUTH, timeout=30).json()
         assert verify["ok"] is True, verify

@@ -24,12 +24,13 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from starlette.requests import Request
 
 from app.api import handlers
+from app.api.middleware import read_body
 from app.api.schemas import AuthorizeIn
 from app.auth.roles import rule_for
 from app.auth.scope import check_authorize
 from app.decide import Caller, decide
 from app.decisions.audit import record_decisions
-from app.errors import Forbidden, PayloadTooLarge, ToolgateError, Unauthorized
+from app.errors import Forbidden, ToolgateError, Unauthorized
 from app.policy.checks import MissingCapability
 
 log = logging.getLogger("toolgate")
@@ -86,21 +87,10 @@ class FastAuthorize:
         return 200, orjson.dumps(answer)
 
     async def _body(self, scope: dict, receive: Any) -> bytes:
-        for name, value in scope["headers"]:
-            if name == b"content-length" and value.isdigit() and int(value) > self.limit:
-                raise PayloadTooLarge(f"request body exceeds {self.limit} bytes")
-        chunks, size = [], 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise ConnectionAbortedError("client disconnected")
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.limit:
-                raise PayloadTooLarge(f"request body exceeds {self.limit} bytes")
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
+        body = await read_body(scope, receive, self.limit)
+        if body is None:
+            raise ConnectionAbortedError("client disconnected")
+        return body
 
 
 async def _authenticate(state: Any, header: bytes) -> Any:

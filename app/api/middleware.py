@@ -10,6 +10,28 @@ from fastapi.routing import APIRoute
 
 from app.api.handlers import envelope
 from app.auth.deps import authenticate_early
+from app.errors import PayloadTooLarge
+
+
+async def read_body(scope: dict, receive: Any, limit: int) -> bytes | None:
+    """The whole request body, or None when the client disconnected; PayloadTooLarge past
+    `limit` bytes (refused from Content-Length before reading when it says so)."""
+    for name, value in scope["headers"]:
+        if name == b"content-length" and value.isdigit() and int(value) > limit:
+            raise PayloadTooLarge(f"request body exceeds {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"request body exceeds {limit} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
 
 
 class BodyLimit:
@@ -27,25 +49,13 @@ class BodyLimit:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
-        for name, value in scope["headers"]:
-            if name == b"content-length" and value.isdigit() and int(value) > self.limit:
-                await self._too_large(scope, receive, send)
-                return
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.limit:
-                await self._too_large(scope, receive, send)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
+        try:
+            body = await read_body(scope, receive, self.limit)
+        except PayloadTooLarge as too_large:
+            await envelope(413, too_large.code, too_large.message)(scope, receive, send)
+            return
+        if body is None:  # the client went away
+            return
         sent = False
 
         async def replay() -> dict:
@@ -57,10 +67,6 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _too_large(self, scope: dict, receive: Any, send: Any) -> None:
-        response = envelope(413, "payload_too_large",
-                            f"request body exceeds {self.limit} bytes")
-        await response(scope, receive, send)
 
 
 class JSONRequest(Request):
