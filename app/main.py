@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -54,7 +55,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if settings.decision_log_enabled else None
         )
         if decision_log is not None:
-            decision_log.start()
+            await decision_log.start()
         key_cache = KeyCache(ttl=settings.key_cache_ttl_seconds)
         notifier = Notifier(settings.database_url)
         notifier.subscribe(KEYS_CHANNEL, key_cache.clear)
@@ -78,6 +79,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if settings.rate_limit_per_second else None,
             notifier=notifier,
         )
+        # Everything allocated so far lives as long as the process: keep it out of the
+        # cyclic GC's full collections, which otherwise walk ~120k start-up objects
+        # (~45 ms, a pause every in-flight request waits for) again and again.
+        gc.freeze()
         try:
             yield
         finally:

@@ -15,6 +15,8 @@ from typing import Any
 
 import orjson
 
+from app.decisions.records import parse_iso
+
 GENESIS = "0" * 64
 
 
@@ -25,6 +27,25 @@ def canonical(record: dict[str, Any]) -> bytes:
 
 def record_hash(record: dict[str, Any]) -> str:
     return hashlib.sha256(canonical(record)).hexdigest()
+
+
+def chain_rows(records: list[dict[str, Any]], seq: int, prev: str
+               ) -> tuple[list[dict[str, Any]], int, str]:
+    """Give each record its seq, prev_hash and hash; return the rows to insert and the new
+    head. The hash covers the record as exported (ISO time, nested detail); the row holds
+    the time as a datetime and `detail` as the canonical JSON text that was hashed."""
+    rows = []
+    for record in records:
+        seq += 1
+        record["seq"] = seq
+        record["prev_hash"] = prev
+        record["hash"] = prev = record_hash(record)
+        rows.append({
+            **record,
+            "created_at": parse_iso(record["created_at"]),
+            "detail": orjson.dumps(record["detail"], option=orjson.OPT_SORT_KEYS).decode(),
+        })
+    return rows, seq, prev
 
 
 @dataclass

@@ -1,26 +1,23 @@
-"""Appending to the hash-chained log, and the group-commit writer.
+"""Appending to the hash-chained log: the group-commit writer for decisions, and
+`append()` for records written inside a request's own transaction.
 
 "No record, no allow": a decision's answer is sent only after its record is committed.
-Concurrent decisions share one transaction: one writer per process drains whatever has
-queued (up to `max_batch`) and commits it at once, so durability costs one commit per
-batch rather than per decision. Every writer, in any process or replica, extends the chain
-under a lock on the single `chain_head` row, which makes `seq` a total order.
-
-The writer talks to the database directly, on a connection it holds (the ORM's per-row
-work cost ~50 µs per decision; this costs a few): on SQLite a thread with the standard
-`sqlite3` module, so hashing, inserting and fsync never stall the event loop; on Postgres
-an asyncpg connection. Configuration changes use `append()` inside the request's own
-SQLAlchemy transaction instead; both extend the same chain the same way (`chain_rows`).
+Each worker process hands its decisions' records to its own writer process
+(`app/decisions/writer.py`): all the records produced in one turn of the event loop go as one
+frame down a pipe, and the writer commits whatever frames have arrived in one transaction.
+Durability thus costs one commit per batch rather than per decision, and the hashing, the
+driver and the commit run on another core instead of taking the worker's GIL from requests.
+Every writer, in any process or replica, extends the chain under a lock on the single
+`chain_head` row, which makes `seq` a total order. Configuration changes use `append()`
+inside the request's SQLAlchemy transaction instead; both extend the chain the same way
+(`chain_rows`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import queue
-import sqlite3
-import threading
-from datetime import datetime
+import sys
 from typing import Any
 
 import orjson
@@ -28,37 +25,17 @@ from sqlalchemy import insert, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.decisions.chain import record_hash
-from app.decisions.records import parse_iso
+from app.decisions.chain import chain_rows
 from app.decisions.tables import ChainHead, LogRecord
 from app.store.tables import utcnow
 
 log = logging.getLogger("toolgate.decisions")
 _LOG = LogRecord.__table__
 _HEAD = ChainHead.__table__
-COLUMNS = tuple(c.name for c in _LOG.columns)
 
 
 class RecordingFailed(Exception):
     """The log could not record a decision; the caller must not answer allow."""
-
-
-def chain_rows(records: list[dict[str, Any]], seq: int, prev: str
-               ) -> tuple[list[dict[str, Any]], int, str]:
-    """Give each record its seq, prev_hash and hash; return the rows to insert and the new
-    head. The hash covers the record as exported (ISO time, nested detail)."""
-    rows = []
-    for record in records:
-        seq += 1
-        record["seq"] = seq
-        record["prev_hash"] = prev
-        record["hash"] = prev = record_hash(record)
-        rows.append({
-            **record,
-            "created_at": parse_iso(record["created_at"]),
-            "detail": orjson.dumps(record["detail"], option=orjson.OPT_SORT_KEYS).decode(),
-        })
-    return rows, seq, prev
 
 
 async def append(session: AsyncSession, records: list[dict[str, Any]]) -> None:
@@ -76,226 +53,149 @@ async def append(session: AsyncSession, records: list[dict[str, Any]]) -> None:
     await session.execute(update(_HEAD).where(_HEAD.c.id == 1).values(seq=seq, hash=prev))
 
 
-Batch = list[tuple[list[dict[str, Any]], asyncio.Future]]
+def writer_config(database_url: str, *, max_batch: int, timeout: float,
+                  sqlite_synchronous: str) -> dict[str, Any]:
+    """The writer process's configuration (sent on its stdin, not its command line)."""
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite":
+        return {"sqlite": url.database or "toolgate.db", "synchronous": sqlite_synchronous,
+                "max_batch": max_batch}
+    dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    return {"postgresql": dsn, "timeout": timeout, "max_batch": max_batch}
 
 
 class DecisionLog:
-    """One per process: `await write(records)` returns once they are committed."""
+    """One per worker process: `await write(records)` returns once they are committed.
+
+    Records wait in `_pending` until the end of the current event-loop turn, then leave as
+    one frame; `_inflight` maps each sent frame to its requests' futures and its deadline.
+    If the writer process exits, every request in flight gets RecordingFailed (a 503) and
+    the next write starts a new writer.
+    """
 
     def __init__(self, database_url: str, *, max_batch: int = 512,
                  timeout: float = 5.0, sqlite_synchronous: str = "FULL") -> None:
-        self._max_batch = max_batch
+        self._config = orjson.dumps(writer_config(
+            database_url, max_batch=max_batch, timeout=timeout,
+            sqlite_synchronous=sqlite_synchronous)) + b"\n"
         self._timeout = timeout
-        url = make_url(database_url)
-        self._backend: _SQLiteWriter | _PostgresWriter = (
-            _SQLiteWriter(url.database or "toolgate.db", self, sqlite_synchronous)
-            if url.get_backend_name() == "sqlite" else
-            _PostgresWriter(url.set(drivername="postgresql")
-                            .render_as_string(hide_password=False), self)
-        )
-        self.batches = 0
+        self._process: asyncio.subprocess.Process | None = None
+        self._acks: asyncio.Task | None = None
+        self._starting: asyncio.Task | None = None
+        self._closed = False
+        self._pending: list[tuple[list[dict[str, Any]], asyncio.Future]] = []
+        self._flush_scheduled = False
+        self._inflight: dict[int, tuple[list[asyncio.Future], asyncio.TimerHandle, int]] = {}
+        self._frame = 0
+        self.batches = 0  # commits acknowledged by the current writer
         self.records = 0
 
-    def start(self) -> None:
-        self._backend.start(asyncio.get_running_loop())
+    async def start(self) -> None:
+        self._process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "app.decisions.writer",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+        assert self._process.stdin is not None
+        self._process.stdin.write(self._config)
+        self._acks = asyncio.get_running_loop().create_task(
+            self._read_acks(self._process), name="toolgate-decision-log-acks")
+
+    def running(self) -> bool:
+        return self._process is not None and self._process.returncode is None
 
     async def close(self) -> None:
-        """Drain: everything queued before close is written before the writer stops."""
-        await self._backend.close()
+        """Drain: everything written before close is committed before the writer stops."""
+        self._closed = True
+        self._flush()
+        process, acks = self._process, self._acks
+        if process is None or acks is None:
+            return
+        assert process.stdin is not None
+        process.stdin.close()  # end of input: the writer commits what it has, then exits
+        await acks
+        await process.wait()
 
     async def write(self, records: list[dict[str, Any]]) -> None:
-        if not self._backend.running():
-            raise RecordingFailed("the decision log writer is not running")
+        if not self.running():
+            await self._restart()
         future: asyncio.Future = asyncio.get_running_loop().create_future()
-        self._backend.put((records, future))
+        self._pending.append((records, future))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+        await future
+
+    async def _restart(self) -> None:
+        if self._closed:
+            raise RecordingFailed("the decision log is closed")
+        if self._starting is None:  # one restart for all the requests that notice
+            self._starting = asyncio.get_running_loop().create_task(self.start())
+        starting = self._starting
         try:
-            async with asyncio.timeout(self._timeout):
-                await future
-        except TimeoutError:
-            raise RecordingFailed(
-                f"the decision was not recorded within {self._timeout}s") from None
+            await asyncio.shield(starting)
+        except Exception as exc:
+            raise RecordingFailed(f"the decision log writer cannot start: {exc}") from None
+        finally:
+            if self._starting is starting:
+                self._starting = None
 
-    def _settle(self, batch: Batch, error: BaseException | None) -> None:
-        """On the event loop: wake every request of a committed (or failed) batch."""
-        if error is None:
-            self.batches += 1
-            self.records += sum(len(records) for records, _ in batch)
-        for _, future in batch:
-            if future.done():  # its caller gave up (timeout) already
-                continue
-            if error is None:
-                future.set_result(None)
-            else:
-                future.set_exception(RecordingFailed(str(error) or type(error).__name__))
-
-
-# --- SQLite: a writer thread ------------------------------------------------------------
-
-_SQLITE_HEAD = "UPDATE chain_head SET updated_at = ? WHERE id = 1 RETURNING seq, hash"
-_SQLITE_INSERT = (f"INSERT INTO decision_log ({', '.join(f'{c!r}' for c in COLUMNS)}) "
-                  f"VALUES ({', '.join('?' for _ in COLUMNS)})").replace("'", '"')
-_SQLITE_SET_HEAD = "UPDATE chain_head SET seq = ?, hash = ? WHERE id = 1"
-_STOP = object()
-
-
-def _collect(first: Any, get_nowait: Any, max_batch: int) -> tuple[Batch, bool]:
-    """The first item and whatever else is already queued (up to max_batch); True when the
-    stop sentinel was among them."""
-    batch: Batch = [first]
-    while len(batch) < max_batch:
-        try:
-            nxt = get_nowait()
-        except (queue.Empty, asyncio.QueueEmpty):
-            break
-        if nxt is _STOP:
-            return batch, True
-        batch.append(nxt)
-    return batch, False
-
-
-def _sqlite_time(moment: datetime) -> str:
-    # The text SQLAlchemy's SQLite DATETIME stores, so the ORM reads these rows back.
-    return moment.strftime("%Y-%m-%d %H:%M:%S.%f")
-
-
-class _SQLiteWriter:
-    def __init__(self, path: str, owner: DecisionLog, synchronous: str) -> None:
-        self._path = path
-        self._synchronous = synchronous
-        self._owner = owner
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._thread = threading.Thread(target=self._run, name="toolgate-decision-log",
-                                        daemon=True)
-        self._thread.start()
-
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def put(self, item: tuple[list[dict], asyncio.Future]) -> None:
-        self._queue.put(item)
-
-    async def close(self) -> None:
-        if self._thread is None:
+    def _flush(self) -> None:
+        """At the end of a loop turn: everything pending goes to the writer as one frame."""
+        self._flush_scheduled = False
+        pending, self._pending = self._pending, []
+        if not pending:
             return
-        self._queue.put(_STOP)
-        await asyncio.to_thread(self._thread.join)
-        self._thread = None
+        futures = [future for _, future in pending]
+        process = self._process
+        try:
+            if process is None or process.stdin is None or process.returncode is not None:
+                raise RecordingFailed("the decision log writer is not running")
+            self._frame += 1
+            records = [r for batch, _ in pending for r in batch]
+            process.stdin.write(orjson.dumps([self._frame, records]) + b"\n")
+        except Exception as exc:  # unserialisable record, closed pipe: not recorded
+            self._fail(futures, exc)
+            return
+        timer = asyncio.get_running_loop().call_later(self._timeout, self._expire, self._frame)
+        self._inflight[self._frame] = (futures, timer, len(records))
 
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self._path, timeout=30, isolation_level=None,
-                               check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(f"PRAGMA synchronous={self._synchronous}")
-        conn.execute("PRAGMA busy_timeout=30000")
-        return conn
+    def _expire(self, frame: int) -> None:
+        entry = self._inflight.pop(frame, None)
+        if entry is not None:
+            self._fail(entry[0], RecordingFailed(
+                f"the decision was not recorded within {self._timeout}s"))
 
-    def _run(self) -> None:
-        conn: sqlite3.Connection | None = None
-        stopping = False
-        while not stopping:
-            item = self._queue.get()
-            if item is _STOP:
-                break
-            batch, stopping = _collect(item, self._queue.get_nowait, self._owner._max_batch)
-            error: BaseException | None = None
-            try:
-                conn = conn or self._connect()
-                self._commit(conn, [r for records, _ in batch for r in records])
-            except Exception as exc:  # whatever the cause, these decisions are not recorded
-                log.error("decision log write failed (%d requests): %s", len(batch), exc)
-                error = exc
-                if conn is not None:
-                    conn.close()
-                    conn = None  # reconnect on the next batch
-            assert self._loop is not None
-            self._loop.call_soon_threadsafe(self._owner._settle, batch, error)
-        if conn is not None:
-            conn.close()
+    async def _read_acks(self, process: asyncio.subprocess.Process) -> None:
+        assert process.stdout is not None
+        try:
+            while line := await process.stdout.readline():
+                frame, error, commits = orjson.loads(line)
+                entry = self._inflight.pop(frame, None)
+                if entry is None:
+                    continue  # expired already
+                futures, timer, count = entry
+                timer.cancel()
+                if error is None:
+                    self.batches = commits
+                    self.records += count
+                    for future in futures:
+                        if not future.done():
+                            future.set_result(None)
+                else:
+                    self._fail(futures, RecordingFailed(error))
+        finally:
+            # The writer is gone (closed, crashed, killed): nothing in flight was recorded.
+            code = await process.wait()
+            if self._inflight:
+                log.error("decision log writer exited (code %s) with %d batches unrecorded",
+                          code, len(self._inflight))
+            inflight, self._inflight = self._inflight, {}
+            for futures, timer, _ in inflight.values():
+                timer.cancel()
+                self._fail(futures, RecordingFailed(f"the decision log writer exited ({code})"))
 
     @staticmethod
-    def _commit(conn: sqlite3.Connection, records: list[dict[str, Any]]) -> None:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            seq, prev = conn.execute(_SQLITE_HEAD, (_sqlite_time(utcnow()),)).fetchone()
-            rows, seq, prev = chain_rows(records, seq, prev)
-            conn.executemany(_SQLITE_INSERT, [
-                tuple(_sqlite_time(row[c]) if c == "created_at" else row[c] for c in COLUMNS)
-                for row in rows
-            ])
-            conn.execute(_SQLITE_SET_HEAD, (seq, prev))
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-
-
-# --- Postgres: a task with one held asyncpg connection ----------------------------------
-
-_PG_HEAD = "UPDATE chain_head SET updated_at = $1 WHERE id = 1 RETURNING seq, hash"
-_PG_SET_HEAD = "UPDATE chain_head SET seq = $1, hash = $2 WHERE id = 1"
-
-
-class _PostgresWriter:
-    def __init__(self, dsn: str, owner: DecisionLog) -> None:
-        self._dsn = dsn
-        self._owner = owner
-        self._queue: asyncio.Queue = asyncio.Queue()
-        self._task: asyncio.Task | None = None
-        self._conn: Any = None
-
-    def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._task = loop.create_task(self._run(), name="toolgate-decision-log")
-
-    def running(self) -> bool:
-        return self._task is not None and not self._task.done()
-
-    def put(self, item: tuple[list[dict], asyncio.Future]) -> None:
-        self._queue.put_nowait(item)
-
-    async def close(self) -> None:
-        if self._task is None:
-            return
-        self._queue.put_nowait(_STOP)
-        await self._task
-        self._task = None
-        if self._conn is not None:
-            await self._conn.close()
-            self._conn = None
-
-    async def _run(self) -> None:
-        stopping = False
-        while not stopping:
-            item = await self._queue.get()
-            if item is _STOP:
-                break
-            batch, stopping = _collect(item, self._queue.get_nowait, self._owner._max_batch)
-            error: BaseException | None = None
-            try:
-                await self._commit([r for records, _ in batch for r in records])
-            except Exception as exc:  # whatever the cause, these decisions are not recorded
-                log.error("decision log write failed (%d requests): %s", len(batch), exc)
-                error = exc
-                if self._conn is not None:
-                    self._conn.terminate()
-                    self._conn = None  # reconnect on the next batch
-            self._owner._settle(batch, error)
-
-    async def _commit(self, records: list[dict[str, Any]]) -> None:
-        import asyncpg
-
-        if self._conn is None:
-            self._conn = await asyncpg.connect(self._dsn, timeout=self._owner._timeout)
-        conn = self._conn
-        async with conn.transaction():
-            seq, prev = await conn.fetchrow(_PG_HEAD, utcnow())
-            rows, seq, prev = chain_rows(records, seq, prev)
-            await conn.copy_records_to_table(
-                "decision_log", columns=COLUMNS,
-                records=[tuple(row[c] for c in COLUMNS) for row in rows])
-            await conn.execute(_PG_SET_HEAD, seq, prev)
+    def _fail(futures: list[asyncio.Future], error: BaseException) -> None:
+        for future in futures:
+            if not future.done():
+                future.set_exception(error if isinstance(error, RecordingFailed)
+                                     else RecordingFailed(str(error) or type(error).__name__))
