@@ -14,7 +14,7 @@ from app.api.schemas import AuthorizeIn
 from app.decisions.records import mask, new_record
 from app.plans import PlanCache, load_lock
 from app.policy.checks import evaluate, unregistered
-from app.policy.model import Layer, Tool
+from app.policy.model import LAYERS, Tool
 from app.registry import RegistryCache
 
 
@@ -76,7 +76,7 @@ async def decide(
         tool = Tool(name=request.tool.name, writes=writes, checkpointable=False, unsafe=False)
     else:
         tool = request.core_tool(registered)
-        verdict = evaluate(tool, context, profile, layer=Layer(request.layer),
+        verdict = evaluate(tool, context, profile, layer=LAYERS[request.layer],
                            explain=request.explain)
     deny = verdict.deny
     decision_id = new_decision_id()

@@ -3,7 +3,9 @@
 `RegistryCache.get(name)` never touches the database. Freshness is kept by
 `ensure_fresh(sessions)`, which the caller awaits before a decision:
 
-- within `ttl` seconds of the last check it returns at once (no I/O, no lock);
+- within `ttl` seconds of the last check it returns at once (no I/O, no lock); past half
+  the ttl it also starts that check in the background, so under steady traffic the check
+  is renewed before it expires and no decision waits for the database;
 - otherwise it reads the one-row `registry_state.version` (bumped in the same transaction
   as every change to tools or project registry settings, on whichever replica made it) and
   reloads every tool and setting only when that number changed.
@@ -19,6 +21,7 @@ single-row query) and no replica is ever stale.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +32,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.policy.model import RegisteredTool
 from app.store import registry_repo
 from app.store.registry_tables import RegistryTool
+
+log = logging.getLogger("toolgate.registry")
 
 
 def registered_tool(row: RegistryTool) -> RegisteredTool:
@@ -58,6 +63,7 @@ class RegistryCache:
         # mark the cache fresh, or it could hide the change for a whole ttl.
         self._generation = 0
         self._lock = asyncio.Lock()
+        self._renewal: asyncio.Task | None = None
 
     @property
     def version(self) -> int | None:
@@ -68,20 +74,30 @@ class RegistryCache:
         """The registry's word on a tool, from memory; call ensure_fresh first."""
         return self._tools.get(name)
 
-    def _fresh(self) -> bool:
-        return self._checked_at is not None and self._clock() - self._checked_at < self.ttl
+    def _age(self) -> float | None:
+        return None if self._checked_at is None else self._clock() - self._checked_at
 
     async def ensure_fresh(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         """Cheap within ttl; otherwise one version read, and a full reload if it changed.
 
         Concurrent callers share one check: the others wait for it instead of piling
         identical queries on the database."""
-        if self._fresh():
+        age = self._age()
+        if age is not None and age < self.ttl:
+            if age >= self.ttl / 2 and self._renewal is None:
+                self._renewal = asyncio.get_running_loop().create_task(
+                    self._check(sessions, older_than=self.ttl / 2))
+                self._renewal.add_done_callback(self._renewed)
             return
+        await self._check(sessions, older_than=self.ttl)
+
+    async def _check(self, sessions: async_sessionmaker[AsyncSession], *,
+                     older_than: float) -> None:
         async with self._lock:
-            if self._fresh():
-                return
-            generation = self._generation
+            age = self._age()
+            if age is not None and age < older_than:
+                return  # checked while this one waited for the lock
+            generation, started = self._generation, self._clock()
             async with sessions() as session:
                 version = await registry_repo.get_registry_version(session)
                 if version != self._version:
@@ -90,7 +106,13 @@ class RegistryCache:
                     self._deny_projects = frozenset(snapshot.deny_unregistered_projects)
                     self._version = snapshot.version
             if generation == self._generation:
-                self._checked_at = self._clock()
+                self._checked_at = started  # the bound counts from the read, not its end
+
+    def _renewed(self, task: asyncio.Task) -> None:
+        self._renewal = None
+        if not task.cancelled() and task.exception() is not None:
+            # Decisions go on from memory until the ttl runs out; then they read themselves.
+            log.warning("renewing the registry cache failed: %s", task.exception())
 
     async def deny_unregistered(
         self, project: str | None, sessions: async_sessionmaker[AsyncSession]

@@ -23,6 +23,7 @@ SAFETY_PROFILE = {
 
 ACTION = {"project": "bench", "read_only": False}
 PLAN = {"action_id": ACTION_ID, "plan_id": PLAN_ID, "safety_profile": SAFETY_PROFILE}
+AGENT_KEY = {"name": "bench agent", "role": "agent", "projects": [ACTION["project"]]}
 
 AUTHORIZE = {
     "plan_id": PLAN_ID,

@@ -39,13 +39,15 @@ PACKAGES = (
 # Where a request's CPU goes, each sample in exactly one part: the first part whose needle
 # is in any frame of the sample's stack, else the part of its innermost known package.
 PARTS_ANYWHERE = (
-    ("decision log writer (SQLAlchemy, driver)",
-     ("DecisionLog._commit", "DecisionLog._run", "append (app/decisions/log.py)",
-      "sqlalchemy/", "aiosqlite/", "asyncpg/")),
+    ("handing records to the writer process (frame, pipe, acknowledgements)",
+     ("DecisionLog._flush", "DecisionLog._read_acks", "asyncio/streams.py",
+      "asyncio/unix_events.py")),
+    ("SQLAlchemy, database drivers (in the worker)",
+     ("append (app/decisions/log.py)", "sqlalchemy/", "aiosqlite/", "asyncpg/")),
     ("access log (stdlib logging)", ("logging/",)),
     ("auth (bearer, key, role)", ("app/auth/", "fastapi/security/", "_authenticate (")),
     ("decide(): registry, policy core, record", ("decide (app/decide.py)",)),
-    ("waiting for the group commit (queue, wait_for, shield)", ("DecisionLog.write (",)),
+    ("waiting for the group commit (future)", ("DecisionLog.write (",)),
     ("body validation (pydantic)", ("pydantic",)),
     ("sending the response (uvicorn)", ("RequestResponseCycle.send (",)),
     ("sync dependencies through the AnyIO thread pool",

@@ -13,7 +13,7 @@ import httpx
 
 from bench import server as srv
 from bench import wrk
-from bench.payload import ACTION, ACTION_ID, AUTHORIZE, BODY, PLAN, headers
+from bench.payload import ACTION, ACTION_ID, AGENT_KEY, AUTHORIZE, BODY, PLAN, headers
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / ".venv" / "bin"
@@ -89,7 +89,7 @@ def launch(scenario: Scenario, opts: Options) -> tuple[srv.Server, str | None]:
                         token=opts.token)
     server.start()
     try:
-        prepare(server.url, opts.token)
+        server.agent_token = prepare(server.url, opts.token)
     except Exception:
         server.stop()
         raise
@@ -106,20 +106,25 @@ def _migrate(env: dict[str, str], log: Path) -> None:
         raise RuntimeError(f"`toolgate migrate` failed ({done.returncode}); see {log}")
 
 
-def prepare(url: str, token: str) -> None:
-    """Create the action and the plan through the API, then check the benchmark body is
-    answered 200 allow: wrk only counts statuses, so a deny would go unnoticed."""
+def prepare(url: str, token: str) -> str:
+    """Create the action, the plan and an agent key scoped to the plan's project through the
+    API, then check the benchmark body is answered 200 allow with that key: wrk only counts
+    statuses, so a deny would go unnoticed. Returns the agent key, which the load uses, as
+    an agent would (key cache, role and project checks on every request)."""
     with httpx.Client(base_url=url, headers=headers(token), timeout=10) as client:
         for method, path, body in (("PUT", f"/v1/actions/{ACTION_ID}", ACTION),
-                                   ("POST", "/v1/plans", PLAN)):
+                                   ("POST", "/v1/plans", PLAN),
+                                   ("POST", "/v1/keys", AGENT_KEY)):
             answer = client.request(method, path, json=body)
             if answer.status_code not in (200, 201):
                 raise RuntimeError(f"{method} {path}: {answer.status_code} {answer.text}")
-        answer = client.post(AUTHORIZE_PATH, content=BODY)
+        agent = answer.json()["key"]
+        answer = client.post(AUTHORIZE_PATH, content=BODY, headers=headers(agent))
         if answer.status_code != 200 or answer.json().get("allowed") is not True:
             raise RuntimeError(f"the benchmark request is not allowed: "
                                f"{answer.status_code} {answer.text}")
         assert answer.json()["plan_id"] == AUTHORIZE["plan_id"]
+    return agent
 
 
 def body_file(workdir: Path) -> Path:
@@ -131,7 +136,7 @@ def body_file(workdir: Path) -> Path:
 def load(server: srv.Server, opts: Options, seconds: float) -> wrk.WrkResult:
     path = "/" if server.name == "bare" else AUTHORIZE_PATH
     return wrk.run(opts.wrk_path, server.url + path, body_file(opts.workdir),
-                   token=opts.token, seconds=seconds, threads=opts.threads,
+                   token=server.agent_token or opts.token, seconds=seconds, threads=opts.threads,
                    connections=opts.connections)
 
 

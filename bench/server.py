@@ -41,6 +41,7 @@ class Server:
         self.name, self.command, self.env, self.port = name, command, env, port
         self.log, self.cwd, self.token = log, cwd, token
         self.url = f"http://{HOST}:{port}"
+        self.agent_token: str | None = None  # the load's key (toolgate), set once prepared
         self.process: subprocess.Popen | None = None
 
     def start(self, timeout: float = 60.0) -> None:

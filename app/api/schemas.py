@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 from app.policy.checks import effective_tool
-from app.policy.model import Capability, Context, Layer, RegisteredTool, Tool
+from app.policy.model import LAYERS, Capability, Context, RegisteredTool, Tool
 from app.policy.profiles import SafetyProfile
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$"
@@ -270,7 +270,7 @@ class AuthorizeIn(Strict):
             args=t.args,
             metadata=self.context.metadata,
             registered=registered,
-            layer=Layer(self.layer),
+            layer=LAYERS[self.layer],
         )
 
 

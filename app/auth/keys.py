@@ -8,8 +8,10 @@ authorize call pays for the hash.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
+import logging
 import secrets
 import time
 from collections.abc import Callable
@@ -23,6 +25,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.auth import repo
 from app.auth.roles import Role
 from app.errors import Unauthorized
+
+log = logging.getLogger("toolgate.auth")
 
 SECRET_PREFIX = "tg_"
 DISPLAY_CHARS = 10  # "tg_" and 7 random characters: enough to tell keys apart
@@ -79,6 +83,12 @@ class KeyCache:
     commits, and the LISTEN/NOTIFY listener when another process revoked. A lookup that was
     already reading the database when a clear happened does not store its (possibly
     pre-revocation) answer, or the revocation could hide behind it for a whole ttl.
+
+    Once an entry is past half its ttl, `due()` says so (once): the Authenticator then
+    re-reads the key in the background while requests go on using the entry, so under
+    steady traffic an entry is renewed before it expires and no request waits for the
+    database. The bound is unchanged: an entry is never used more than `ttl` seconds after
+    the read that produced it began.
     """
 
     def __init__(self, *, ttl: float, capacity: int = 10_000,
@@ -87,6 +97,7 @@ class KeyCache:
         self.capacity = capacity
         self._clock = clock
         self._entries: dict[str, tuple[Principal, float]] = {}
+        self._renewing: set[str] = set()
         self.generation = 0
 
     def get(self, key_hash: str) -> Principal | None:
@@ -99,12 +110,32 @@ class KeyCache:
             return None
         return principal
 
-    def put(self, key_hash: str, principal: Principal, *, generation: int) -> None:
+    def due(self, key_hash: str) -> bool:
+        """True once per renewal for an entry past half its ttl (see the class doc)."""
+        entry = self._entries.get(key_hash)
+        if entry is None or key_hash in self._renewing \
+                or self._clock() - entry[1] < self.ttl / 2:
+            return False
+        self._renewing.add(key_hash)
+        return True
+
+    def renewed(self, key_hash: str) -> None:
+        self._renewing.discard(key_hash)
+
+    def now(self) -> float:
+        return self._clock()
+
+    def put(self, key_hash: str, principal: Principal, *, generation: int,
+            read_at: float | None = None) -> None:
+        """Store what a read that began at `read_at` (default: now) found."""
         if generation != self.generation or self.ttl <= 0 or self.capacity <= 0:
             return
         if len(self._entries) >= self.capacity and key_hash not in self._entries:
             del self._entries[next(iter(self._entries))]
-        self._entries[key_hash] = (principal, self._clock())
+        self._entries[key_hash] = (principal, self._clock() if read_at is None else read_at)
+
+    def drop(self, key_hash: str) -> None:
+        self._entries.pop(key_hash, None)
 
     def clear(self, _payload: Any = None) -> None:
         self.generation += 1
@@ -129,6 +160,7 @@ class Authenticator:
                  admin_token: str | None) -> None:
         self.sessions = sessions
         self.cache = cache
+        self._renewals: set[asyncio.Task] = set()  # referenced until done
         self._admin_hash = hash_secret(admin_token) if admin_token else None
 
     async def authenticate(self, secret: str) -> Principal:
@@ -138,23 +170,41 @@ class Authenticator:
             return ADMIN
         principal = self.cache.get(key_hash)
         if principal is None:
-            generation = self.cache.generation
-            async with self.sessions() as session:
-                row = await repo.get_by_hash(session, key_hash)
-            # Looking up by hash, never by the key, already keeps timing from telling
-            # anything about a key; the final check is constant-time all the same.
-            if row is None or not hmac.compare_digest(row.key_hash, key_hash) \
-                    or row.revoked_at is not None:
-                raise Unauthorized(INVALID)
-            principal = Principal(
-                key_id=row.id, role=Role(row.role),
-                projects=frozenset(row.projects) if row.projects is not None else None,
-                expires_at=row.expires_at,
-            )
-            self.cache.put(key_hash, principal, generation=generation)
+            principal = await self._read(key_hash)
+        elif self.cache.due(key_hash):
+            task = asyncio.get_running_loop().create_task(self._renew(key_hash))
+            self._renewals.add(task)
+            task.add_done_callback(self._renewals.discard)
         if principal.expired(now):
             raise Unauthorized(INVALID)
         return principal
+
+    async def _read(self, key_hash: str) -> Principal:
+        generation, read_at = self.cache.generation, self.cache.now()
+        async with self.sessions() as session:
+            row = await repo.get_by_hash(session, key_hash)
+        # Looking up by hash, never by the key, already keeps timing from telling
+        # anything about a key; the final check is constant-time all the same.
+        if row is None or not hmac.compare_digest(row.key_hash, key_hash) \
+                or row.revoked_at is not None:
+            raise Unauthorized(INVALID)
+        principal = Principal(
+            key_id=row.id, role=Role(row.role),
+            projects=frozenset(row.projects) if row.projects is not None else None,
+            expires_at=row.expires_at,
+        )
+        self.cache.put(key_hash, principal, generation=generation, read_at=read_at)
+        return principal
+
+    async def _renew(self, key_hash: str) -> None:
+        try:
+            await self._read(key_hash)
+        except Unauthorized:
+            self.cache.drop(key_hash)  # revoked or gone: the next request reads, is refused
+        except Exception as exc:  # the entry still expires at its ttl; requests then read
+            log.warning("renewing a cached API key failed: %s", exc)
+        finally:
+            self.cache.renewed(key_hash)
 
 
 ADMIN = Principal(key_id=ADMIN_TOKEN_ID, role=Role.ADMIN, projects=None)

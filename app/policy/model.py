@@ -13,6 +13,9 @@ class Layer(StrEnum):
     CHANGESET = "changeset"
 
 
+LAYERS: dict[str, Layer] = {layer.value: layer for layer in Layer}  # cheaper than Layer(x)
+
+
 @dataclass(slots=True)
 class Capability:
     """A capability as submitted by a client or stored in the registry."""

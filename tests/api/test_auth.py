@@ -20,13 +20,13 @@ import pytest
 from sqlalchemy import select, text, update
 
 from app.auth.bootstrap import bootstrap_admin_key, key_file_path
-from app.auth.keys import KeyCache, Principal
+from app.auth.keys import KeyCache, Principal, hash_secret
 from app.auth.ratelimit import RateLimiter
 from app.auth.roles import Role, matrix_markdown
 from app.auth.tables import ApiKey
 from app.config import Settings
 from app.decisions.tables import LogRecord
-from app.errors import RateLimited
+from app.errors import RateLimited, Unauthorized
 from app.main import create_app
 from tests.conftest import ADMIN_HEADERS, ADMIN_TOKEN, PG_DSN
 from tests.serving import serve, stop
@@ -408,6 +408,48 @@ def test_a_lookup_racing_a_revocation_is_not_cached():
     assert cache.get("h") == principal
     now[0] = 10.0
     assert cache.get("h") is None   # trusted for ttl seconds only
+
+
+
+async def test_a_cached_key_is_renewed_in_the_background_before_it_expires(client):
+    """Past half its ttl a cached key is still used at once and re-read meanwhile: a valid
+    key never makes a request wait for the database, and a key revoked behind this cache's
+    back (another process, no NOTIFY) is refused before the ttl runs out."""
+    from app.auth.keys import Authenticator
+
+    state = client.app.state.toolgate
+    reads = [0]
+
+    def sessions():  # counts database reads
+        reads[0] += 1
+        return state.sessions()
+
+    now = [0.0]
+    auth = Authenticator(sessions=sessions, admin_token=None,
+                         cache=KeyCache(ttl=10, clock=lambda: now[0]))
+    secret = (await new_key(client, "agent"))["key"]
+    principal = await auth.authenticate(secret)
+    assert reads[0] == 1
+    now[0] = 4.9
+    assert await auth.authenticate(secret) == principal and reads[0] == 1
+    now[0] = 5.0   # half the ttl: answered from memory, renewed meanwhile
+    assert await auth.authenticate(secret) == principal
+    await asyncio.gather(*auth._renewals)
+    assert reads[0] == 2
+    now[0] = 12.0  # past the first read's ttl: the renewal's answer, at once
+    assert await auth.authenticate(secret) == principal and reads[0] == 2
+    await asyncio.gather(*auth._renewals)  # (renewed again: 7 s old)
+    assert reads[0] == 3
+
+    async with state.sessions() as session:
+        await session.execute(update(ApiKey).where(ApiKey.key_hash == hash_secret(secret))
+                              .values(revoked_at=datetime.now(UTC)))
+        await session.commit()
+    now[0] = 17.0  # the next renewal finds the revocation...
+    assert await auth.authenticate(secret) == principal
+    await asyncio.gather(*auth._renewals)
+    with pytest.raises(Unauthorized):  # ...so the key is refused 5 s before its ttl ran out
+        await auth.authenticate(secret)
 
 
 # --- rate limit -----------------------------------------------------------------------------

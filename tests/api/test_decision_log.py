@@ -2,6 +2,7 @@
 
 import asyncio
 
+import httpx
 import orjson
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -275,3 +276,63 @@ async def test_verify_up_to_now_finds_truncation(client, settings):
                    {"since": "2000-01-01T00:00:00Z", "until": "2100-01-01T00:00:00Z"}):
         r = (await client.get("/v1/audit/verify", params=params)).json()
         assert r["ok"] is False, params
+
+
+def test_the_writer_process_writes_every_column_of_the_table():
+    from app.decisions.tables import LogRecord
+    from app.decisions.writer import COLUMNS
+
+    assert COLUMNS == tuple(c.name for c in LogRecord.__table__.columns)
+
+
+async def test_a_writer_that_dies_fails_what_it_held_and_is_replaced(client):
+    """The writer process is killed with a decision in flight: that request gets 503 (never
+    an allow); the next decision starts a new writer and is recorded."""
+    import os
+    import signal
+
+    await _plan(client)
+    authorize = {"plan_id": "p-1", "tool": READER}
+    assert (await client.post("/v1/authorize-tool", json=authorize)).status_code == 200
+    log = client.app.state.toolgate.decision_log
+    pid = log._process.pid
+    os.kill(pid, signal.SIGSTOP)  # holds the next frame without acknowledging it
+    pending = asyncio.ensure_future(client.post("/v1/authorize-tool", json=authorize))
+    await asyncio.sleep(0.3)
+    assert not pending.done()
+    os.kill(pid, signal.SIGKILL)
+    r = await asyncio.wait_for(pending, 2)  # at once, not after the 5 s commit timeout
+    assert r.status_code == 503 and r.json()["error"]["code"] == "decision_not_recorded"
+    assert "writer exited" in r.json()["error"]["message"] and "allowed" not in r.text
+    r = await client.post("/v1/authorize-tool", json=authorize)
+    assert r.status_code == 200 and r.json()["allowed"] is True
+    assert log._process.pid != pid
+    assert (await client.get(f"/v1/decisions/{r.json()['decision_id']}")).status_code == 200
+    assert (await client.get("/v1/audit/verify")).json()["ok"] is True
+
+
+async def test_a_decision_not_committed_in_time_is_refused(client, settings):
+    """decision_log_timeout_seconds bounds the wait for the commit: past it, 503."""
+    import os
+    import signal
+
+    from app.main import create_app
+
+    await _plan(client)
+    app = create_app(settings.model_copy(update={"decision_log_timeout_seconds": 0.3}))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://b",
+                                     headers=dict(client.headers)) as other:
+            authorize = {"plan_id": "p-1", "tool": READER}
+            assert (await other.post("/v1/authorize-tool", json=authorize)).status_code == 200
+            pid = app.state.toolgate.decision_log._process.pid
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                r = await other.post("/v1/authorize-tool", json=authorize)
+                assert r.status_code == 503
+                assert "not recorded within 0.3s" in r.json()["error"]["message"]
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            r = await other.post("/v1/authorize-tool", json=authorize)
+            assert r.status_code == 200 and r.json()["allowed"] is True

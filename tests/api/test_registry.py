@@ -182,6 +182,30 @@ async def test_staleness_is_bounded_by_ttl(client, database_url):
     assert cache.get("t") is not None
 
 
+
+async def test_past_half_its_ttl_the_registry_is_renewed_without_waiting(client, database_url):
+    """Past half the ttl a decision still answers from memory at once, and the version is
+    re-read meanwhile, so a change elsewhere shows before the ttl runs out."""
+    now = [0.0]
+    cache = RegistryCache(ttl=1.0, clock=lambda: now[0])
+    sessions = client.app.state.toolgate.sessions
+    await cache.ensure_fresh(sessions)
+    other = create_app(Settings(database_url=database_url, admin_token=ADMIN_TOKEN))
+    async with other.router.lifespan_context(other):
+        transport = httpx.ASGITransport(app=other)
+        async with httpx.AsyncClient(transport=transport, base_url="http://b",
+                                     headers=ADMIN_HEADERS) as b:
+            assert (await b.put("/v1/tools/t", json=WRITER)).status_code == 201
+    now[0] = 0.49
+    await cache.ensure_fresh(sessions)
+    assert cache._renewal is None and cache.get("t") is None
+    now[0] = 0.5
+    await cache.ensure_fresh(sessions)  # returns at once: no read on the request's path
+    assert cache.get("t") is None
+    assert cache._renewal is not None
+    await cache._renewal
+    assert cache.get("t") is not None  # seen at 0.5 s, not at 1.0 s
+
 async def test_racing_creates_of_one_tool_do_not_fail(client):
     """Registry writers are serialised by the registry lock: one create, the rest updates."""
     bodies = [{**WRITER, "skill_category": f"c{i}"} for i in range(5)]
