@@ -5,13 +5,13 @@ database (the lock is cached; the registry is cached with a bounded staleness)."
 from __future__ import annotations
 
 from dataclasses import dataclass
-from time import perf_counter
+from time import perf_counter, time_ns
 from typing import Any
 
 from uuid_utils import uuid7
 
 from app.api.schemas import AuthorizeIn
-from app.decisions.records import mask, new_record
+from app.decisions.records import mask
 from app.plans import PlanCache, load_lock
 from app.policy.checks import evaluate, unregistered
 from app.policy.model import LAYERS, Tool
@@ -88,20 +88,23 @@ async def decide(
         "profile": summary,
         "checks": [c.as_dict() for c in verdict.checks] if verdict.checks is not None else None,
     }
-    record = new_record(
-        "authorize", decision_id,
-        project=project, plan_id=label, action_id=action_id, tool=tool.name,
-        allowed=verdict.allowed,
-        code=deny.code if deny else None, error=deny.error if deny else None,
-        check=deny.check if deny else None,
-        provenance=summary["provenance"] if summary else None,
-        profile_name=summary["name"] if summary else None,
-        profile_version=summary["version"] if summary else None,
-        latency_ms=round((perf_counter() - started) * 1000, 3),
-        request_id=caller.request_id, key_id=caller.key_id,
-        detail=_detail(request, tool, context_masked=masked, deny=deny,
-                       stateless=request.plan_id is None),
-    )
+    # Spelled out rather than new_record(...): this runs for every decision, and the dict
+    # literal costs a tenth of the keyword call (tests/api check it has every field).
+    record = {
+        "decision_id": decision_id, "kind": "authorize",
+        "created_at": time_ns(),  # the writer turns it into the ISO text it hashes
+        "project": project, "plan_id": label, "action_id": action_id, "tool": tool.name,
+        "allowed": verdict.allowed,
+        "code": deny.code if deny else None, "error": deny.error if deny else None,
+        "check": deny.check if deny else None,
+        "provenance": summary["provenance"] if summary else None,
+        "profile_name": summary["name"] if summary else None,
+        "profile_version": summary["version"] if summary else None,
+        "latency_ms": round((perf_counter() - started) * 1000, 3),
+        "request_id": caller.request_id, "key_id": caller.key_id,
+        "detail": _detail(request, tool, context_masked=masked, deny=deny,
+                          stateless=request.plan_id is None),
+    }
     return response, record
 
 

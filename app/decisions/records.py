@@ -21,6 +21,14 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
+def iso_from_ns(nanoseconds: int) -> str:
+    """The ISO text of a time given as integer nanoseconds since the epoch (the hot path
+    stamps records with time.time_ns(); the log writer turns that into this text)."""
+    seconds, rest = divmod(nanoseconds, 1_000_000_000)
+    moment = datetime.fromtimestamp(seconds, UTC).replace(microsecond=rest // 1000)
+    return moment.isoformat(timespec="microseconds")[:-6] + "Z"
+
+
 def utc_now_iso() -> str:
     """iso(datetime.now(UTC)), without the conversion it does not need (hot path)."""
     return datetime.now(UTC).isoformat(timespec="microseconds")[:-6] + "Z"

@@ -10,7 +10,8 @@ record once (orjson, ~2 µs) and reads one acknowledgement per batch.
 Protocol, one JSON document per line (orjson never writes a raw newline):
   stdin   first line: the configuration (see `open_store`), never on the command line
           where `ps` would show a database password
-          then frames: [frame_id, [record, ...]]   (the records of one or more requests)
+          then frames: [frame_id, [record, ...]]   (the records of one or more requests;
+          a record's created_at is ISO text or integer nanoseconds since the epoch)
   stdout  per frame, once its records are committed or have failed:
           [frame_id, null | "why it failed", commits_so_far]
 End of stdin: whatever was read is committed and acknowledged, then the process exits. That
@@ -38,7 +39,7 @@ from typing import Any
 import orjson
 
 from app.decisions.chain import chain_rows
-from app.decisions.records import RECORD_FIELDS
+from app.decisions.records import RECORD_FIELDS, iso_from_ns
 
 log = logging.getLogger("toolgate.decisions.writer")
 
@@ -159,6 +160,10 @@ class Writer:
         self.commits = 0
 
     async def handle(self, frames: list[Frame]) -> None:
+        for _, records in frames:
+            for record in records:  # the hot path's integer timestamps, as hashed and kept
+                if type(record["created_at"]) is int:
+                    record["created_at"] = iso_from_ns(record["created_at"])
         for group in groups(frames, self.max_batch):
             error: str | None = None
             try:

@@ -336,3 +336,18 @@ async def test_a_decision_not_committed_in_time_is_refused(client, settings):
                 os.kill(pid, signal.SIGCONT)
             r = await other.post("/v1/authorize-tool", json=authorize)
             assert r.status_code == 200 and r.json()["allowed"] is True
+
+
+async def test_a_decision_is_recorded_at_the_time_it_was_made(client):
+    """The hot path stamps records with integer nanoseconds; the writer stores and hashes
+    the same ISO text (microseconds, Z) as every other record, and the chain verifies."""
+    from datetime import UTC, datetime, timedelta
+
+    await _plan(client)
+    before = datetime.now(UTC)
+    r = await client.post("/v1/authorize-tool", json={"plan_id": "p-1", "tool": READER})
+    after = datetime.now(UTC)
+    rec = (await client.get(f"/v1/decisions/{r.json()['decision_id']}")).json()
+    stamp = datetime.fromisoformat(rec["created_at"].replace("Z", "+00:00"))
+    assert before - timedelta(microseconds=1) <= stamp <= after
+    assert (await client.get("/v1/audit/verify")).json()["ok"] is True
