@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 import typer
@@ -59,16 +65,49 @@ def serve(
                 "run `toolgate migrate` first", err=True,
             )
             raise typer.Exit(2)
-    uvicorn.run(
-        "app.main:create_app",
-        factory=True,
-        host=host or settings.host,
-        port=port or settings.port,
-        workers=workers or settings.workers,
-        log_level=settings.log_level,
-        access_log=settings.access_log,
-        proxy_headers=False,
-    )
+    workers = workers or settings.workers
+    with _shared_writer(settings, workers):
+        uvicorn.run(
+            "app.main:create_app",
+            factory=True,
+            host=host or settings.host,
+            port=port or settings.port,
+            workers=workers,
+            log_level=settings.log_level,
+            access_log=settings.access_log,
+            proxy_headers=False,
+        )
+
+
+@contextmanager
+def _shared_writer(settings: Settings, workers: int) -> Iterator[None]:
+    """With several workers, one decision log writer process for all of them: their
+    records share commits instead of queueing for the chain head (on SQLite, for the
+    database's write lock, whose busy-wait sleeps up to 100 ms). It stops after uvicorn
+    returns, i.e. once every worker has drained its decisions into it."""
+    if workers <= 1 or not settings.decision_log_enabled:
+        yield
+        return
+    from app.decisions.log import WRITER_SOCKET_ENV, start_shared_writer
+
+    folder = tempfile.mkdtemp(prefix="toolgate-")  # mode 0700: only this user connects
+    socket_path = os.path.join(folder, "decision-log.sock")
+    writer = start_shared_writer(
+        settings.database_url, max_batch=settings.decision_log_max_batch,
+        timeout=settings.decision_log_timeout_seconds,
+        sqlite_synchronous=settings.sqlite_synchronous, socket_path=socket_path)
+    os.environ[WRITER_SOCKET_ENV] = socket_path  # the workers inherit it
+    try:
+        yield
+    finally:
+        os.environ.pop(WRITER_SOCKET_ENV, None)
+        assert writer.stdin is not None
+        writer.stdin.close()
+        try:
+            writer.wait(timeout=settings.decision_log_timeout_seconds + 30)
+        except subprocess.TimeoutExpired:
+            writer.kill()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _bootstrap_admin_key(settings: Settings) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -28,7 +29,7 @@ from app.auth.keys import Authenticator, KeyCache
 from app.auth.ratelimit import RateLimiter
 from app.auth.repo import KEYS_CHANNEL
 from app.config import Settings
-from app.decisions.log import DecisionLog
+from app.decisions.log import WRITER_SOCKET_ENV, DecisionLog
 from app.notify import Notifier
 from app.plans import PlanCache
 from app.registry import RegistryCache
@@ -51,7 +52,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         decision_log = (
             DecisionLog(settings.database_url, max_batch=settings.decision_log_max_batch,
                         timeout=settings.decision_log_timeout_seconds,
-                        sqlite_synchronous=settings.sqlite_synchronous)
+                        sqlite_synchronous=settings.sqlite_synchronous,
+                        socket=os.environ.get(WRITER_SOCKET_ENV))
             if settings.decision_log_enabled else None
         )
         if decision_log is not None:

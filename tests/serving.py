@@ -54,3 +54,28 @@ def stop(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=10)
+
+
+def decision_log_writers(root: int) -> dict[int, list[str]]:
+    """The decision log writer processes below `root`: pid -> command line."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text() if entry.name.isdigit() else ""
+        except OSError:
+            continue
+        if stat:
+            children.setdefault(int(stat[stat.rindex(")") + 2:].split()[1]), []).append(
+                int(entry.name))
+    found: dict[int, list[str]] = {}
+    todo = [root]
+    while todo:
+        for pid in children.get(todo.pop(), []):
+            todo.append(pid)
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"app.decisions.writer" in argv:
+                found[pid] = [a.decode() for a in argv if a]
+    return found

@@ -10,7 +10,7 @@ import httpx
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests.serving import serve, stop
+from tests.serving import decision_log_writers, serve, stop
 
 TOKEN = "crash-test-admin-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -104,16 +104,25 @@ def test_sigkill_mid_load_loses_no_answered_decision(database_url, tmp_path):
 
 
 def test_two_workers_extend_one_verifiable_chain(database_url, tmp_path):
-    """Several processes write decisions at once; the chain stays total and verifiable."""
+    """Several processes write decisions at once; the chain stays total and verifiable.
+    The workers of one server share one writer process, which leaves with the server."""
     proc, url = _serve_plan(database_url, tmp_path, workers=2)
     received: dict[str, bool] = {}
     try:
+        writers = decision_log_writers(proc.pid)
+        assert len(writers) == 1 and "--listen" in next(iter(writers.values())), writers
         _load_until(url, received, 300, lambda: None)
+        assert decision_log_writers(proc.pid) == writers  # no worker started its own
         assert len(received) >= 300
         verify = httpx.get(f"{url}/v1/audit/verify", headers=AUTH, timeout=30).json()
         assert verify["ok"] is True, verify
         assert verify["checked"] >= len(received)
     finally:
         stop(proc)
+    (writer,) = writers
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{writer}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{writer}"), "the shared writer outlived its server"
     recorded = asyncio.run(_recorded(database_url))
     assert all(recorded[d] == allowed for d, allowed in received.items())

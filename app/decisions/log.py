@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
 import sys
 from typing import Any
 
@@ -64,22 +65,45 @@ def writer_config(database_url: str, *, max_batch: int, timeout: float,
     return {"postgresql": dsn, "timeout": timeout, "max_batch": max_batch}
 
 
+# Set by `toolgate serve` for its workers (not a setting: it is wiring, not configuration).
+WRITER_SOCKET_ENV = "TOOLGATE_INTERNAL_DECISION_LOG_SOCKET"
+
+
+def start_shared_writer(database_url: str, *, max_batch: int, timeout: float,
+                        sqlite_synchronous: str, socket_path: str) -> subprocess.Popen:
+    """The one writer all of a server's workers connect to (`toolgate serve --workers N`);
+    closing its stdin shuts it down once the workers have gone."""
+    process = subprocess.Popen([sys.executable, "-m", "app.decisions.writer",
+                                "--listen", socket_path], stdin=subprocess.PIPE)
+    assert process.stdin is not None
+    process.stdin.write(orjson.dumps(writer_config(
+        database_url, max_batch=max_batch, timeout=timeout,
+        sqlite_synchronous=sqlite_synchronous)) + b"\n")
+    process.stdin.flush()
+    return process
+
+
 class DecisionLog:
     """One per worker process: `await write(records)` returns once they are committed.
 
     Records wait in `_pending` until the end of the current event-loop turn, then leave as
     one frame; `_inflight` maps each sent frame to its requests' futures and its deadline.
-    If the writer process exits, every request in flight gets RecordingFailed (a 503) and
-    the next write starts a new writer.
+    The writer is this worker's own child process, or, given `socket` (several workers
+    under `toolgate serve`), the server's shared writer; if that cannot be reached, a
+    child of its own. If the writer goes away, every request in flight gets
+    RecordingFailed (a 503) and the next write connects or starts a writer again.
     """
 
-    def __init__(self, database_url: str, *, max_batch: int = 512,
-                 timeout: float = 5.0, sqlite_synchronous: str = "FULL") -> None:
+    def __init__(self, database_url: str, *, max_batch: int = 512, timeout: float = 5.0,
+                 sqlite_synchronous: str = "FULL", socket: str | None = None) -> None:
         self._config = orjson.dumps(writer_config(
             database_url, max_batch=max_batch, timeout=timeout,
             sqlite_synchronous=sqlite_synchronous)) + b"\n"
         self._timeout = timeout
-        self._process: asyncio.subprocess.Process | None = None
+        self._socket = socket
+        self._out: asyncio.StreamWriter | None = None  # frames go here
+        self._process: asyncio.subprocess.Process | None = None  # a private writer
+        self._connected = False
         self._acks: asyncio.Task | None = None
         self._starting: asyncio.Task | None = None
         self._closed = False
@@ -91,28 +115,41 @@ class DecisionLog:
         self.records = 0
 
     async def start(self) -> None:
-        self._process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "app.decisions.writer",
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
-        assert self._process.stdin is not None
-        self._process.stdin.write(self._config)
+        acks: asyncio.StreamReader | None = None
+        self._process = None
+        if self._socket is not None:
+            try:
+                acks, self._out = await asyncio.open_unix_connection(self._socket,
+                                                                     limit=1 << 30)
+            except OSError as exc:
+                log.warning("shared decision log writer unreachable (%s); this worker "
+                            "starts its own", exc)
+        if acks is None:
+            self._process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "app.decisions.writer",
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+            assert self._process.stdin is not None and self._process.stdout is not None
+            acks, self._out = self._process.stdout, self._process.stdin
+            self._out.write(self._config)
+        self._connected = True
         self._acks = asyncio.get_running_loop().create_task(
-            self._read_acks(self._process), name="toolgate-decision-log-acks")
+            self._read_acks(acks, self._process), name="toolgate-decision-log-acks")
 
     def running(self) -> bool:
-        return self._process is not None and self._process.returncode is None
+        return self._connected
 
     async def close(self) -> None:
         """Drain: everything written before close is committed before the writer stops."""
         self._closed = True
         self._flush()
-        process, acks = self._process, self._acks
-        if process is None or acks is None:
+        out, acks = self._out, self._acks
+        if out is None or acks is None:
             return
-        assert process.stdin is not None
-        process.stdin.close()  # end of input: the writer commits what it has, then exits
+        if not out.is_closing():
+            # End of input: the writer commits and acknowledges what it has, then hangs up
+            # (a private writer exits).
+            out.write_eof()
         await acks
-        await process.wait()
 
     async def write(self, records: list[dict[str, Any]]) -> None:
         if not self.running():
@@ -145,13 +182,13 @@ class DecisionLog:
         if not pending:
             return
         futures = [future for _, future in pending]
-        process = self._process
+        out = self._out
         try:
-            if process is None or process.stdin is None or process.returncode is not None:
+            if out is None or not self._connected or out.is_closing():
                 raise RecordingFailed("the decision log writer is not running")
             self._frame += 1
             records = [r for batch, _ in pending for r in batch]
-            process.stdin.write(orjson.dumps([self._frame, records]) + b"\n")
+            out.write(orjson.dumps([self._frame, records]) + b"\n")
         except Exception as exc:  # unserialisable record, closed pipe: not recorded
             self._fail(futures, exc)
             return
@@ -164,10 +201,10 @@ class DecisionLog:
             self._fail(entry[0], RecordingFailed(
                 f"the decision was not recorded within {self._timeout}s"))
 
-    async def _read_acks(self, process: asyncio.subprocess.Process) -> None:
-        assert process.stdout is not None
+    async def _read_acks(self, acks: asyncio.StreamReader,
+                         process: asyncio.subprocess.Process | None) -> None:
         try:
-            while line := await process.stdout.readline():
+            while line := await acks.readline():
                 frame, error, commits = orjson.loads(line)
                 entry = self._inflight.pop(frame, None)
                 if entry is None:
@@ -182,16 +219,22 @@ class DecisionLog:
                             future.set_result(None)
                 else:
                     self._fail(futures, RecordingFailed(error))
+        except (OSError, ValueError) as exc:  # a broken connection or a garbled line
+            log.error("decision log writer: %s", exc)
         finally:
             # The writer is gone (closed, crashed, killed): nothing in flight was recorded.
-            code = await process.wait()
+            self._connected = False
+            if self._out is not None:
+                self._out.close()
+            why = ("the decision log writer exited "
+                   f"({await process.wait()})" if process is not None else
+                   "the connection to the shared decision log writer was lost")
             if self._inflight:
-                log.error("decision log writer exited (code %s) with %d batches unrecorded",
-                          code, len(self._inflight))
+                log.error("%s with %d batches unrecorded", why, len(self._inflight))
             inflight, self._inflight = self._inflight, {}
             for futures, timer, _ in inflight.values():
                 timer.cancel()
-                self._fail(futures, RecordingFailed(f"the decision log writer exited ({code})"))
+                self._fail(futures, RecordingFailed(why))
 
     @staticmethod
     def _fail(futures: list[asyncio.Future], error: BaseException) -> None:

@@ -33,6 +33,7 @@ import os
 import signal
 import sqlite3
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -138,81 +139,176 @@ def open_store(config: dict[str, Any]) -> SQLiteStore | PostgresStore:
 
 # --- the loop: read what has arrived, commit it, acknowledge it ---------------------------
 
-def groups(frames: list[Frame], max_batch: int) -> list[list[Frame]]:
+class Source:
+    """Where frames come from and their acknowledgements go: the stdin/stdout pipes, or
+    one worker's socket connection. `idle` is set when every frame it sent is answered."""
+
+    def __init__(self, send: Callable[[bytes], object]) -> None:
+        self._send = send
+        self.outstanding = 0
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    def took(self, count: int) -> None:
+        self.outstanding += count
+        if count:
+            self.idle.clear()
+
+    def ack(self, line: bytes) -> None:
+        self.outstanding -= 1
+        if not self.outstanding:
+            self.idle.set()
+        self._send(line)
+
+
+Item = tuple[Frame, Source]
+
+
+def groups(items: list[Item], max_batch: int) -> list[list[Item]]:
     """Consecutive frames, each group up to max_batch records (a frame is never split)."""
-    out: list[list[Frame]] = []
+    out: list[list[Item]] = []
     size = max_batch
-    for frame in frames:
-        if size + len(frame[1]) > max_batch and out and out[-1]:
+    for item in items:
+        if size + len(item[0][1]) > max_batch:
             out.append([])
             size = 0
-        elif not out:
-            out.append([])
-            size = 0
-        out[-1].append(frame)
-        size += len(frame[1])
+        out[-1].append(item)
+        size += len(item[0][1])
     return out
 
 
 class Writer:
-    def __init__(self, store: SQLiteStore | PostgresStore, max_batch: int, out: Any) -> None:
-        self.store, self.max_batch, self.out = store, max_batch, out
-        self.commits = 0
+    """Frames from any number of sources (the stdin pipe, or one socket connection per
+    worker) go into one queue; each turn commits everything queued, in groups of up to
+    max_batch records, and acknowledges every frame to the source it came from."""
 
-    async def handle(self, frames: list[Frame]) -> None:
-        for _, records in frames:
+    def __init__(self, store: SQLiteStore | PostgresStore, max_batch: int) -> None:
+        self.store, self.max_batch = store, max_batch
+        self.commits = 0
+        self._queue: list[Item] = []
+        self._arrived = asyncio.Event()
+        self._sources = 0
+        self._accepting = True  # False once no new source can come
+
+    def open(self, reader: asyncio.StreamReader, source: Source) -> asyncio.Task:
+        """Start queueing the frames of one source, until its end of input. (Counted at
+        once, so that run() cannot finish between now and the task's first step.)"""
+        self._sources += 1
+        return asyncio.get_running_loop().create_task(self._read(reader, source))
+
+    async def _read(self, reader: asyncio.StreamReader, source: Source) -> None:
+        pending = b""
+        try:
+            while chunk := await reader.read(1 << 22):  # what has arrived, up to 4 MiB
+                pending += chunk
+                lines = pending.split(b"\n")
+                pending = lines.pop()
+                self._take(_frames(lines), source)
+            self._take(_frames([pending] if pending else []), source)
+        finally:
+            self._sources -= 1
+            self._arrived.set()
+
+    def _take(self, frames: list[Frame], source: Source) -> None:
+        source.took(len(frames))
+        self._queue.extend((frame, source) for frame in frames)
+        self._arrived.set()
+
+    def stop_accepting(self) -> None:
+        self._accepting = False
+        self._arrived.set()
+
+    async def run(self) -> None:
+        """Until every source has ended and everything it sent is committed."""
+        while True:
+            await self._arrived.wait()
+            self._arrived.clear()
+            items, self._queue = self._queue, []
+            if items:
+                await self.commit(items)
+            elif not self._sources and not self._accepting:
+                return
+
+    async def commit(self, items: list[Item]) -> None:
+        for (_, records), _ in items:
             for record in records:  # the hot path's integer timestamps, as hashed and kept
                 if type(record["created_at"]) is int:
                     record["created_at"] = iso_from_ns(record["created_at"])
-        for group in groups(frames, self.max_batch):
+        for group in groups(items, self.max_batch):
             error: str | None = None
             try:
-                await self.store.commit([r for _, records in group for r in records])
+                await self.store.commit([r for (_, records), _ in group for r in records])
                 self.commits += 1
             except Exception as exc:  # whatever the cause, these decisions are not recorded
                 error = str(exc) or type(exc).__name__
                 log.error("decision log write failed (%d frames): %s", len(group), error)
-            self.out(b"".join(orjson.dumps([frame_id, error, self.commits]) + b"\n"
-                              for frame_id, _ in group))
+            for (frame_id, _), source in group:
+                try:
+                    source.ack(orjson.dumps([frame_id, error, self.commits]) + b"\n")
+                except OSError:
+                    pass  # that worker is gone; what it sent is committed all the same
 
 
-async def serve(stdin: int = 0, stdout: int = 1) -> None:
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=1 << 30)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
-                                 os.fdopen(stdin, "rb", buffering=0))
+def _frames(lines: list[bytes]) -> list[Frame]:
+    frames = []
+    for line in lines:
+        try:
+            frame_id, records = orjson.loads(line)
+        except (orjson.JSONDecodeError, ValueError, TypeError):
+            log.error("decision log writer: unreadable frame dropped (%d bytes)", len(line))
+            continue
+        frames.append((frame_id, records))
+    return frames
 
+
+def _blocking_out(fd: int) -> Callable[[bytes], None]:
     def out(data: bytes) -> None:
         view = memoryview(data)
         while view:
-            view = view[os.write(stdout, view):]
+            view = view[os.write(fd, view):]
+    return out
 
-    config = orjson.loads(await reader.readline())
-    writer = Writer(open_store(config), int(config["max_batch"]), out)
-    pending = b""
-    while True:
-        chunk = await reader.read(1 << 22)  # everything that has arrived, up to 4 MiB
-        if chunk:
-            pending += chunk
-            lines = pending.split(b"\n")
-            pending = lines.pop()
-        else:
-            lines = [pending] if pending else []  # end of input: a last complete frame?
-        frames: list[Frame] = []
-        for line in lines:
-            try:
-                frame_id, records = orjson.loads(line)
-            except (orjson.JSONDecodeError, ValueError, TypeError):
-                log.error("decision log writer: unreadable frame dropped (%d bytes)", len(line))
-                continue
-            frames.append((frame_id, records))
-        if frames:
-            try:
-                await writer.handle(frames)
-            except BrokenPipeError:
-                pass  # the worker is gone; what it sent is committed all the same
-        if not chunk:
-            return
+
+async def serve(listen: str | None = None, stdin: int = 0, stdout: int = 1) -> None:
+    """Private mode (no `listen`): frames on stdin, acknowledgements on stdout. Shared mode:
+    stdin carries only the configuration, and each worker connects to the Unix socket
+    `listen`; the end of stdin (the server is shutting down) stops new connections, and
+    the writer leaves once every connection has ended and been committed."""
+    loop = asyncio.get_running_loop()
+    control = asyncio.StreamReader(limit=1 << 30)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(control),
+                                 os.fdopen(stdin, "rb", buffering=0))
+    config = orjson.loads(await control.readline())
+    writer = Writer(open_store(config), int(config["max_batch"]))
+    if listen is None:
+        reading = writer.open(control, Source(_blocking_out(stdout)))
+        writer.stop_accepting()
+        await writer.run()
+        await reading
+        return
+
+    connections: set[asyncio.Task] = set()
+
+    async def connected(reader: asyncio.StreamReader, out: asyncio.StreamWriter) -> None:
+        source = Source(out.write)
+        try:
+            await writer.open(reader, source)
+            await source.idle.wait()  # its last frames answered, then hang up
+        finally:
+            out.close()
+
+    def accept(reader: asyncio.StreamReader, out: asyncio.StreamWriter) -> None:
+        task = loop.create_task(connected(reader, out))
+        connections.add(task)
+        task.add_done_callback(connections.discard)
+
+    server = await asyncio.start_unix_server(accept, listen, limit=1 << 30)
+    os.chmod(listen, 0o600)
+    running = loop.create_task(writer.run())
+    await control.read()  # until the server closes our stdin
+    server.close()
+    writer.stop_accepting()
+    await running
 
 
 def main() -> None:
@@ -220,7 +316,8 @@ def main() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(levelname)s:     %(name)s: %(message)s")
-    asyncio.run(serve())
+    listen = sys.argv[sys.argv.index("--listen") + 1] if "--listen" in sys.argv else None
+    asyncio.run(serve(listen))
 
 
 if __name__ == "__main__":
