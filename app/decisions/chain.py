@@ -9,7 +9,7 @@ written has prev_hash GENESIS.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,22 +29,25 @@ def record_hash(record: dict[str, Any]) -> str:
     return hashlib.sha256(canonical(record)).hexdigest()
 
 
-def chain_rows(records: list[dict[str, Any]], seq: int, prev: str
+def chain_rows(records: list[dict[str, Any]], seq: int, prev: str,
+               time: Callable[[str], Any] = parse_iso
                ) -> tuple[list[dict[str, Any]], int, str]:
     """Give each record its seq, prev_hash and hash; return the rows to insert and the new
     head. The hash covers the record as exported (ISO time, nested detail); the row holds
-    the time as a datetime and `detail` as the canonical JSON text that was hashed."""
+    `time(ISO text)` (a datetime by default) and `detail` as the canonical JSON text that
+    was hashed (serialised once: the hash embeds it as an orjson Fragment)."""
     rows = []
     for record in records:
         seq += 1
         record["seq"] = seq
         record["prev_hash"] = prev
-        record["hash"] = prev = record_hash(record)
-        rows.append({
-            **record,
-            "created_at": parse_iso(record["created_at"]),
-            "detail": orjson.dumps(record["detail"], option=orjson.OPT_SORT_KEYS).decode(),
-        })
+        detail = orjson.dumps(record["detail"], option=orjson.OPT_SORT_KEYS)
+        body = {k: v for k, v in record.items() if k != "hash"}
+        body["detail"] = orjson.Fragment(detail)
+        record["hash"] = prev = hashlib.sha256(
+            orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
+        rows.append({**record, "created_at": time(record["created_at"]),
+                     "detail": detail.decode()})
     return rows, seq, prev
 
 

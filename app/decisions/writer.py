@@ -66,6 +66,12 @@ def _sqlite_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
+def _sqlite_text(iso: str) -> str:
+    """The same text from a record's "YYYY-MM-DDTHH:MM:SS.ffffffZ" (what iso() writes)."""
+    return f"{iso[:10]} {iso[11:26]}" if len(iso) == 27 and iso[-1] == "Z" else \
+        _sqlite_time(datetime.fromisoformat(iso.replace("Z", "+00:00")))
+
+
 class SQLiteStore:
     def __init__(self, path: str, synchronous: str) -> None:
         self._path, self._synchronous = path, synchronous
@@ -83,11 +89,8 @@ class SQLiteStore:
         try:
             conn.execute("BEGIN IMMEDIATE")
             seq, prev = conn.execute(_SQLITE_HEAD, (_sqlite_time(_now()),)).fetchone()
-            rows, seq, prev = chain_rows(records, seq, prev)
-            conn.executemany(_SQLITE_INSERT, [
-                tuple(_sqlite_time(row[c]) if c == "created_at" else row[c] for c in COLUMNS)
-                for row in rows
-            ])
+            rows, seq, prev = chain_rows(records, seq, prev, time=_sqlite_text)
+            conn.executemany(_SQLITE_INSERT, [tuple(row[c] for c in COLUMNS) for row in rows])
             conn.execute(_SQLITE_SET_HEAD, (seq, prev))
             conn.execute("COMMIT")
         except BaseException:
@@ -154,11 +157,12 @@ class Source:
         if count:
             self.idle.clear()
 
-    def ack(self, line: bytes) -> None:
-        self.outstanding -= 1
+    def ack(self, lines: list[bytes]) -> None:
+        """Answer frames: one write for all of a commit's frames from this source."""
+        self.outstanding -= len(lines)
         if not self.outstanding:
             self.idle.set()
-        self._send(line)
+        self._send(b"".join(lines))
 
 
 Item = tuple[Frame, Source]
@@ -185,6 +189,7 @@ class Writer:
     def __init__(self, store: SQLiteStore | PostgresStore, max_batch: int) -> None:
         self.store, self.max_batch = store, max_batch
         self.commits = 0
+        self.records = 0
         self._queue: list[Item] = []
         self._arrived = asyncio.Event()
         self._sources = 0
@@ -227,6 +232,8 @@ class Writer:
             if items:
                 await self.commit(items)
             elif not self._sources and not self._accepting:
+                log.info("decision log writer: %d records in %d commits", self.records,
+                         self.commits)
                 return
 
     async def commit(self, items: list[Item]) -> None:
@@ -242,9 +249,15 @@ class Writer:
             except Exception as exc:  # whatever the cause, these decisions are not recorded
                 error = str(exc) or type(exc).__name__
                 log.error("decision log write failed (%d frames): %s", len(group), error)
+            else:
+                self.records += sum(len(records) for (_, records), _ in group)
+            answers: dict[Source, list[bytes]] = {}
             for (frame_id, _), source in group:
+                answers.setdefault(source, []).append(
+                    orjson.dumps([frame_id, error, self.commits]) + b"\n")
+            for source, lines in answers.items():
                 try:
-                    source.ack(orjson.dumps([frame_id, error, self.commits]) + b"\n")
+                    source.ack(lines)
                 except OSError:
                     pass  # that worker is gone; what it sent is committed all the same
 
