@@ -10,6 +10,7 @@ TARGETS = {
     "sqlite_log_over_bare": ("toolgate+SQLite log / bare", 0.35, True),
     "sqlite_log_cost": ("SQLite: throughput lost to the log", 0.20, False),
     "pg_log_cost": ("Postgres: throughput lost to the log", 0.20, False),
+    "pg_log_p99_ms": ("toolgate+Postgres log: p99 at the run's connections, ms", 10.0, False),
     "core_us": ("core evaluate, µs/decision", 5.0, False),
     "cedar_over_core": ("cedarpy time / core time", 40.0, True),
 }
@@ -29,6 +30,7 @@ def ratios(rows: dict[str, Any], core: dict[str, Any] | None) -> dict[str, Any]:
     for db in ("sqlite", "pg"):
         on, off = _rps(rows, f"{db}_log"), _rps(rows, f"{db}_nolog")
         found[f"{db}_log_cost"] = 1 - on / off if on and off else None
+    found["pg_log_p99_ms"] = (rows.get("pg_log") or {}).get("p99_ms")
     us = (core or {}).get("us", {})
     found["core_us"] = us.get("evaluate")
     found["cedar_over_core"] = (core or {}).get("cedar_over_evaluate")
@@ -46,6 +48,8 @@ def _fmt(key: str, value: float | None) -> str:
         return "n/a"
     if key.endswith("_cost"):
         return f"{value * 100:.0f}%"
+    if key == "pg_log_p99_ms":
+        return f"{value:.1f} ms"
     if key == "core_us":
         return f"{value:.2f} µs"
     if key == "cedar_over_core":
