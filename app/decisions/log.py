@@ -103,6 +103,7 @@ class DecisionLog:
         self._socket = socket
         self._out: asyncio.StreamWriter | None = None  # frames go here
         self._process: asyncio.subprocess.Process | None = None  # a private writer
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._connected = False
         self._acks: asyncio.Task | None = None
         self._starting: asyncio.Task | None = None
@@ -132,7 +133,8 @@ class DecisionLog:
             acks, self._out = self._process.stdout, self._process.stdin
             self._out.write(self._config)
         self._connected = True
-        self._acks = asyncio.get_running_loop().create_task(
+        self._loop = asyncio.get_running_loop()
+        self._acks = self._loop.create_task(
             self._read_acks(acks, self._process), name="toolgate-decision-log-acks")
 
     def running(self) -> bool:
@@ -154,11 +156,13 @@ class DecisionLog:
     async def write(self, records: list[dict[str, Any]]) -> None:
         if not self.running():
             await self._restart()
-        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        loop = self._loop  # set by start(), which _restart() ran if needed
+        assert loop is not None
+        future: asyncio.Future = loop.create_future()
         self._pending.append((records, future))
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+            loop.call_soon(self._flush)
         await future
 
     async def _restart(self) -> None:
@@ -192,7 +196,8 @@ class DecisionLog:
         except Exception as exc:  # unserialisable record, closed pipe: not recorded
             self._fail(futures, exc)
             return
-        timer = asyncio.get_running_loop().call_later(self._timeout, self._expire, self._frame)
+        assert self._loop is not None
+        timer = self._loop.call_later(self._timeout, self._expire, self._frame)
         self._inflight[self._frame] = (futures, timer, len(records))
 
     def _expire(self, frame: int) -> None:

@@ -190,6 +190,7 @@ class Writer:
         self.store, self.max_batch = store, max_batch
         self.commits = 0
         self.records = 0
+        self.frames = 0
         self._queue: list[Item] = []
         self._arrived = asyncio.Event()
         self._sources = 0
@@ -232,8 +233,8 @@ class Writer:
             if items:
                 await self.commit(items)
             elif not self._sources and not self._accepting:
-                log.info("decision log writer: %d records in %d commits", self.records,
-                         self.commits)
+                log.info("decision log writer: %d records in %d frames, %d commits",
+                         self.records, self.frames, self.commits)
                 return
 
     async def commit(self, items: list[Item]) -> None:
@@ -251,6 +252,7 @@ class Writer:
                 log.error("decision log write failed (%d frames): %s", len(group), error)
             else:
                 self.records += sum(len(records) for (_, records), _ in group)
+                self.frames += len(group)
             answers: dict[Source, list[bytes]] = {}
             for (frame_id, _), source in group:
                 answers.setdefault(source, []).append(
@@ -306,6 +308,9 @@ async def serve(listen: str | None = None, stdin: int = 0, stdout: int = 1) -> N
         source = Source(out.write)
         try:
             await writer.open(reader, source)
+        except OSError as exc:  # the worker went away mid-frame: commit what came whole
+            log.warning("decision log writer: a worker's connection broke: %s", exc)
+        try:
             await source.idle.wait()  # its last frames answered, then hang up
         finally:
             out.close()
