@@ -1,4 +1,6 @@
-"""The decision log's writer process: `python -m app.decisions.writer`, one per server worker.
+"""The decision log's writer process: `python -m app.decisions.writer`. A worker on its own
+starts one as its child (stdin/stdout); `toolgate serve --workers N` starts one for all its
+workers (`--listen SOCKET`, one connection per worker, same protocol).
 
 Why a process: the group commit's own work (hashing the chain, binding ~20 columns a row,
 the database driver) used to run in the worker, on a thread or as a task. Either way it
@@ -14,6 +16,8 @@ Protocol, one JSON document per line (orjson never writes a raw newline):
           a record's created_at is ISO text or integer nanoseconds since the epoch)
   stdout  per frame, once its records are committed or have failed:
           [frame_id, null | "why it failed", commits_so_far]
+With --listen, stdin carries only the configuration, and frames and acknowledgements travel
+over each worker's connection to the socket.
 End of stdin: whatever was read is committed and acknowledged, then the process exits. That
 is also what happens when the worker dies: nothing it sent is lost, and nothing it did not
 send was answered. SIGINT/SIGTERM are ignored so that a Ctrl-C to the process group lets the
@@ -238,14 +242,14 @@ class Writer:
                 return
 
     async def commit(self, items: list[Item]) -> None:
-        for (_, records), _ in items:
-            for record in records:  # the hot path's integer timestamps, as hashed and kept
-                if type(record["created_at"]) is int:
-                    record["created_at"] = iso_from_ns(record["created_at"])
         for group in groups(items, self.max_batch):
             error: str | None = None
             try:
-                await self.store.commit([r for (_, records), _ in group for r in records])
+                records = [r for (_, frame), _ in group for r in frame]
+                for record in records:  # the hot path's integer timestamps, as hashed
+                    if type(record["created_at"]) is int:
+                        record["created_at"] = iso_from_ns(record["created_at"])
+                await self.store.commit(records)
                 self.commits += 1
             except Exception as exc:  # whatever the cause, these decisions are not recorded
                 error = str(exc) or type(exc).__name__

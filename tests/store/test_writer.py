@@ -1,0 +1,48 @@
+"""The writer process's loop, driven in process: what it acknowledges, and that a bad
+batch fails alone without stopping the writer."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+
+import orjson
+
+from app.decisions.records import RECORD_FIELDS
+from app.decisions.writer import Source, SQLiteStore, Writer, groups
+from app.store import migrate
+
+
+def _record(decision_id: str) -> dict:
+    return {**dict.fromkeys(RECORD_FIELDS), "decision_id": decision_id, "kind": "authorize",
+            "created_at": time.time_ns(), "allowed": True, "detail": {"k": 1}}
+
+
+async def test_a_bad_batch_is_refused_alone_and_the_writer_goes_on(tmp_path):
+    path = tmp_path / "log.db"
+    await asyncio.to_thread(migrate.upgrade, f"sqlite+aiosqlite:///{path}")
+    writer = Writer(SQLiteStore(str(path), "FULL"), max_batch=512)
+    acks: list[bytes] = []
+    source = Source(acks.append)
+
+    bad = {k: v for k, v in _record("bad").items() if k != "created_at"}
+    source.took(1)
+    await writer.commit([((1, [bad]), source)])
+    source.took(1)
+    await writer.commit([((2, [_record("good")]), source)])
+
+    answers = [orjson.loads(line) for chunk in acks for line in chunk.splitlines()]
+    assert answers[0][0] == 1 and "created_at" in answers[0][1]
+    assert answers[1] == [2, None, 1]
+    assert source.idle.is_set()
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT decision_id, created_at FROM decision_log").fetchall()
+    assert [r[0] for r in rows] == ["good"] and rows[0][1].count(":") == 2
+
+
+def test_groups_never_split_a_frame_and_respect_max_batch():
+    source = Source(lambda _: None)
+    items = [((i, [{}] * size), source) for i, size in enumerate([3, 3, 5, 1, 1])]
+    grouped = groups(items, max_batch=6)
+    assert [[frame_id for (frame_id, _), _ in g] for g in grouped] == [[0, 1], [2, 3], [4]]
