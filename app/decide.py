@@ -11,6 +11,7 @@ from typing import Any
 from uuid_utils import uuid7
 
 from app.api.schemas import AuthorizeIn
+from app.api.wire import AuthorizeWire
 from app.decisions.records import mask
 from app.plans import PlanCache, load_lock
 from app.policy.checks import evaluate, unregistered
@@ -35,7 +36,7 @@ class Caller:
 
 
 async def decide(
-    request: AuthorizeIn,
+    request: AuthorizeIn | AuthorizeWire,
     *,
     sessions: Any,
     cache: PlanCache,
@@ -109,8 +110,8 @@ async def decide(
     return response, record
 
 
-def _detail(request: AuthorizeIn, tool: Tool, *, context_masked: frozenset[str], deny: Any,
-            stateless: bool) -> dict[str, Any]:
+def _detail(request: AuthorizeIn | AuthorizeWire, tool: Tool, *,
+            context_masked: frozenset[str], deny: Any, stateless: bool) -> dict[str, Any]:
     ctx = request.context
     detail: dict[str, Any] = {
         "layer": request.layer,

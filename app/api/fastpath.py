@@ -6,7 +6,8 @@ and runs exactly the same steps as the FastAPI route in app/api/routes_decide.py
 stays registered for the OpenAPI document and serves when TOOLGATE_FAST_PATH=false:
 
   body limit -> key (401/429) -> role (403) -> strict JSON (422 invalid_json) ->
-  AuthorizeIn validation (422 naming fields) -> project scope (404) -> decide -> record
+  AuthorizeIn's validation, by msgspec where it accepts (app/api/wire.py), else by pydantic
+  (422 naming fields) -> project scope (404) -> decide -> record
   (503 when it cannot be recorded) -> answer.
 
 Errors are rendered by the same handlers as everywhere else, so the envelope is identical;
@@ -25,7 +26,7 @@ from starlette.requests import Request
 
 from app.api import handlers
 from app.api.middleware import read_body
-from app.api.schemas import AuthorizeIn
+from app.api.wire import decode_authorize
 from app.auth.roles import rule_for
 from app.auth.scope import check_authorize
 from app.decide import Caller, decide
@@ -75,7 +76,7 @@ class FastAuthorize:
             data = orjson.loads(raw) if raw else None
         except orjson.JSONDecodeError as exc:
             return 422, _envelope("invalid_json", f"body is not valid JSON: {exc.msg}")
-        request = AuthorizeIn.model_validate(data)
+        request = decode_authorize(data)
         await check_authorize(request, principal, state=state)
         request_id = headers.get(b"x-request-id")
         caller = Caller(request_id=request_id.decode("latin-1")[:200] if request_id else None,

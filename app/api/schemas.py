@@ -241,37 +241,48 @@ class AuthorizeIn(Strict):
         return value
 
     def core_context(self, *, plan_id: str | None, stored_read_only: bool) -> Context:
-        c = self.context
-        return Context(
-            plan_id=plan_id,
-            sandbox_id=c.sandbox_id or None,
-            sandbox_root=c.sandbox_root,
-            variables=c.variables,
-            plan_read_only=stored_read_only or c.plan_read_only,
-            require_checkpoints=c.require_checkpoints,
-            metadata=c.metadata,
-            accumulated_cost=c.accumulated_cost,
-            total_accumulated_cost=c.total_accumulated_cost,
-            step_retry_count=c.step_retry_count,
-            dry_run=c.dry_run,
-            confirmed=c.confirmed,
-        )
+        return core_context(self, plan_id=plan_id, stored_read_only=stored_read_only)
 
     def core_tool(self, registered: RegisteredTool | None) -> Tool:
-        """Raises MissingCapability for an unregistered tool that did not say what it does."""
-        t = self.tool
-        cap = t.capability
-        return effective_tool(
-            name=t.name,
-            capability=Capability(cap.writes, cap.read_only, cap.checkpointable, cap.unsafe)
-            if cap is not None else None,
-            destructive=t.safety_category == "destructive",
-            skill_category=t.skill_category,
-            args=t.args,
-            metadata=self.context.metadata,
-            registered=registered,
-            layer=LAYERS[self.layer],
-        )
+        return core_tool(self, registered)
+
+
+def core_context(request: Any, *, plan_id: str | None, stored_read_only: bool) -> Context:
+    """The core's Context from an authorize request (AuthorizeIn, or the hot path's
+    AuthorizeWire in app/api/wire.py: the same attributes)."""
+    c = request.context
+    return Context(
+        plan_id=plan_id,
+        sandbox_id=c.sandbox_id or None,
+        sandbox_root=c.sandbox_root,
+        variables=c.variables,
+        plan_read_only=stored_read_only or c.plan_read_only,
+        require_checkpoints=c.require_checkpoints,
+        metadata=c.metadata,
+        accumulated_cost=c.accumulated_cost,
+        total_accumulated_cost=c.total_accumulated_cost,
+        step_retry_count=c.step_retry_count,
+        dry_run=c.dry_run,
+        confirmed=c.confirmed,
+    )
+
+
+def core_tool(request: Any, registered: RegisteredTool | None) -> Tool:
+    """The effective tool; raises MissingCapability for an unregistered tool that did not
+    say what it does."""
+    t = request.tool
+    cap = t.capability
+    return effective_tool(
+        name=t.name,
+        capability=Capability(cap.writes, cap.read_only, cap.checkpointable, cap.unsafe)
+        if cap is not None else None,
+        destructive=t.safety_category == "destructive",
+        skill_category=t.skill_category,
+        args=t.args,
+        metadata=request.context.metadata,
+        registered=registered,
+        layer=LAYERS[request.layer],
+    )
 
 
 class DenyOut(BaseModel):
