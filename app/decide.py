@@ -69,7 +69,7 @@ async def decide(
     context = request.core_context(plan_id=label, stored_read_only=stored_read_only)
     # The skill and changeset layers answer only their write guard, registry or not.
     if (registered is None and request.layer == "runtime"
-            and await registry.deny_unregistered(project, sessions)):
+            and registry.deny_unregistered(project)):
         cap = request.tool.capability
         writes = bool(cap is not None and cap.writes)
         verdict = unregistered(request.tool.name, context, writes=writes,

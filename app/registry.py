@@ -114,11 +114,9 @@ class RegistryCache:
             # Decisions go on from memory until the ttl runs out; then they read themselves.
             log.warning("renewing the registry cache failed: %s", task.exception())
 
-    async def deny_unregistered(
-        self, project: str | None, sessions: async_sessionmaker[AsyncSession]
-    ) -> bool:
-        """Whether `project` refuses tools missing from the registry (fresh as `get` is)."""
-        await self.ensure_fresh(sessions)
+    def deny_unregistered(self, project: str | None) -> bool:
+        """Whether `project` refuses tools missing from the registry, from memory; call
+        ensure_fresh first (as for `get`)."""
         return project is not None and project in self._deny_projects
 
     def invalidate(self, _payload: Any = None) -> None:

@@ -165,7 +165,6 @@ class Authenticator:
 
     async def authenticate(self, secret: str) -> Principal:
         key_hash = hash_secret(secret)
-        now = datetime.now(UTC)
         if self._admin_hash is not None and hmac.compare_digest(key_hash, self._admin_hash):
             return ADMIN
         principal = self.cache.get(key_hash)
@@ -175,7 +174,7 @@ class Authenticator:
             task = asyncio.get_running_loop().create_task(self._renew(key_hash))
             self._renewals.add(task)
             task.add_done_callback(self._renewals.discard)
-        if principal.expired(now):
+        if principal.expires_at is not None and principal.expired(datetime.now(UTC)):
             raise Unauthorized(INVALID)
         return principal
 

@@ -12,6 +12,7 @@ from typing import Any
 from app.policy.errors import DENY_CODES
 from app.policy.model import (
     Capability,
+    CapabilityFields,
     CheckResult,
     Context,
     Deny,
@@ -308,7 +309,7 @@ def _category(value: object) -> str | None:
 def effective_tool(
     *,
     name: str,
-    capability: Capability | None,
+    capability: CapabilityFields | None,
     destructive: bool,
     skill_category: str | None,
     args: dict[str, Any],
@@ -323,28 +324,20 @@ def effective_tool(
         or _category(skill_category)
         or _category(metadata.get("tool_skill_category"))
     )
+    # Tool(...) positionally, in its field order (name, writes, checkpointable, unsafe,
+    # destructive, skill_category, args, path_args, registered): once per decision.
     if registered is not None:
-        return Tool(
-            name=name,
-            writes=registered.writes or bool(cap.writes),
-            checkpointable=registered.checkpointable and cap.checkpointable is not False,
-            unsafe=registered.unsafe or bool(cap.unsafe),
-            destructive=registered.destructive or destructive,
-            skill_category=category,
-            args=args,
-            path_args=registered.path_args,
-            registered=True,
-        )
-    required = ("writes",) if layer is not Layer.RUNTIME else ("writes", "checkpointable", "unsafe")
-    missing = [f"tool.capability.{f}" for f in required if getattr(cap, f) is None]
-    if missing:
-        raise MissingCapability(missing)
-    return Tool(
-        name=name,
-        writes=bool(cap.writes),
-        checkpointable=bool(cap.checkpointable),
-        unsafe=bool(cap.unsafe),
-        destructive=destructive,
-        skill_category=category,
-        args=args,
-    )
+        return Tool(name,
+                    registered.writes or bool(cap.writes),
+                    registered.checkpointable and cap.checkpointable is not False,
+                    registered.unsafe or bool(cap.unsafe),
+                    registered.destructive or destructive,
+                    category, args, registered.path_args, True)
+    if cap.writes is None or (layer is Layer.RUNTIME
+                              and (cap.checkpointable is None or cap.unsafe is None)):
+        required = ("writes", "checkpointable", "unsafe") if layer is Layer.RUNTIME \
+            else ("writes",)
+        raise MissingCapability(
+            [f"tool.capability.{f}" for f in required if getattr(cap, f) is None])
+    return Tool(name, bool(cap.writes), bool(cap.checkpointable), bool(cap.unsafe),
+                destructive, category, args)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 
 class Layer(StrEnum):
@@ -24,6 +24,20 @@ class Capability:
     read_only: bool | None = None
     checkpointable: bool | None = None
     unsafe: bool | None = None
+
+
+class CapabilityFields(Protocol):
+    """What effective_tool reads of a capability: a Capability, or the request's own
+    object (the API's CapabilityIn or CapabilityWire), passed as it is."""
+
+    @property
+    def writes(self) -> bool | None: ...
+    @property
+    def read_only(self) -> bool | None: ...
+    @property
+    def checkpointable(self) -> bool | None: ...
+    @property
+    def unsafe(self) -> bool | None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -112,11 +112,12 @@ async def test_change_through_this_process_is_seen_at_once(client):
     assert tool.writes and tool.checkpointable and not tool.unsafe
     assert tool.skill_category == "files"
 
-    assert not await cache.deny_unregistered("web", state.sessions)
+    assert not cache.deny_unregistered("web")
     await client.put("/v1/projects/web/registry-settings", json={"deny_unregistered_tools": True})
-    assert await cache.deny_unregistered("web", state.sessions)
-    assert not await cache.deny_unregistered("other", state.sessions)
-    assert not await cache.deny_unregistered(None, state.sessions)
+    await cache.ensure_fresh(state.sessions)
+    assert cache.deny_unregistered("web")
+    assert not cache.deny_unregistered("other")
+    assert not cache.deny_unregistered(None)
 
     await client.delete("/v1/tools/fs.write")
     await cache.ensure_fresh(state.sessions)
@@ -143,7 +144,8 @@ async def test_a_second_replica_sees_changes_within_ttl(client, database_url):
         assert not cache.get("fs.write").destructive
 
         await client.put("/v1/projects/p/registry-settings", json={"deny_unregistered_tools": True})
-        assert await cache.deny_unregistered("p", state.sessions)
+        await cache.ensure_fresh(state.sessions)
+        assert cache.deny_unregistered("p")
 
         await client.delete("/v1/tools/fs.write")
         await cache.ensure_fresh(state.sessions)
