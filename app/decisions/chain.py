@@ -42,12 +42,14 @@ def chain_rows(records: list[dict[str, Any]], seq: int, prev: str,
         record["seq"] = seq
         record["prev_hash"] = prev
         detail = orjson.dumps(record["detail"], option=orjson.OPT_SORT_KEYS)
-        body = {k: v for k, v in record.items() if k != "hash"}
-        body["detail"] = orjson.Fragment(detail)
-        record["hash"] = prev = hashlib.sha256(
-            orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
-        rows.append({**record, "created_at": time(record["created_at"]),
-                     "detail": detail.decode()})
+        row = record.copy()  # what is hashed, then (with hash, time, text) the row
+        row.pop("hash", None)
+        row["detail"] = orjson.Fragment(detail)
+        record["hash"] = row["hash"] = prev = hashlib.sha256(
+            orjson.dumps(row, option=orjson.OPT_SORT_KEYS)).hexdigest()
+        row["created_at"] = time(record["created_at"])
+        row["detail"] = detail.decode()
+        rows.append(row)
     return rows, seq, prev
 
 

@@ -24,9 +24,16 @@ def iso(moment: datetime) -> str:
 def iso_from_ns(nanoseconds: int) -> str:
     """The ISO text of a time given as integer nanoseconds since the epoch (the hot path
     stamps records with time.time_ns(); the log writer turns that into this text)."""
+    global _second
     seconds, rest = divmod(nanoseconds, 1_000_000_000)
-    moment = datetime.fromtimestamp(seconds, UTC).replace(microsecond=rest // 1000)
-    return moment.isoformat(timespec="microseconds")[:-6] + "Z"
+    cached = _second  # one read: another thread may replace it, never half of it
+    if cached[0] != seconds:
+        # "YYYY-MM-DDTHH:MM:SS", shared by every record of the same second
+        cached = _second = (seconds, datetime.fromtimestamp(seconds, UTC).isoformat()[:19])
+    return f"{cached[1]}.{rest // 1000:06d}Z"
+
+
+_second: tuple[int, str] = (-1, "")
 
 
 def utc_now_iso() -> str:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import operator
 import os
 import signal
 import sqlite3
@@ -50,6 +51,7 @@ log = logging.getLogger("toolgate.decisions.writer")
 
 # The decision_log columns in table order (tests/store checks this against the table).
 COLUMNS = ("seq", *RECORD_FIELDS, "prev_hash", "hash")
+_row = operator.itemgetter(*COLUMNS)  # a row dict's values as a tuple, in COLUMNS order
 Frame = tuple[int, list[dict[str, Any]]]
 
 
@@ -94,7 +96,7 @@ class SQLiteStore:
             conn.execute("BEGIN IMMEDIATE")
             seq, prev = conn.execute(_SQLITE_HEAD, (_sqlite_time(_now()),)).fetchone()
             rows, seq, prev = chain_rows(records, seq, prev, time=_sqlite_text)
-            conn.executemany(_SQLITE_INSERT, [tuple(row[c] for c in COLUMNS) for row in rows])
+            conn.executemany(_SQLITE_INSERT, map(_row, rows))
             conn.execute(_SQLITE_SET_HEAD, (seq, prev))
             conn.execute("COMMIT")
         except BaseException:
@@ -128,7 +130,7 @@ class PostgresStore:
                 rows, seq, prev = chain_rows(records, seq, prev)
                 await conn.copy_records_to_table(
                     "decision_log", columns=COLUMNS,
-                    records=[tuple(row[c] for c in COLUMNS) for row in rows])
+                    records=list(map(_row, rows)))
                 await conn.execute(_PG_SET_HEAD, seq, prev)
         except BaseException:
             conn.terminate()

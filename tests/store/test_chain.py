@@ -4,6 +4,7 @@ Fragment) must hash exactly what verification recomputes from an exported record
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -32,6 +33,15 @@ def test_chained_rows_hash_what_verification_recomputes(details, tool):
     for record in records:
         assert record["hash"] == record_hash(record)
     assert verify(records, anchor=(0, GENESIS)).ok
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.integers(0, 253402300799 * 10**9), min_size=1, max_size=5))
+def test_iso_from_ns_is_the_datetime_iso_text(stamps):
+    """Cached per second, so several stamps in a row: each must match its own datetime."""
+    for ns in [*stamps, stamps[0] + 1000, stamps[0]]:
+        moment = datetime.fromtimestamp(ns // 10**9, UTC).replace(microsecond=ns % 10**9 // 1000)
+        assert iso_from_ns(ns) == moment.isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def test_sqlite_time_text_from_iso_matches_the_datetime_route():
