@@ -183,6 +183,30 @@ async def test_concurrent_decisions_share_commits_and_chain_stays_whole(client):
     assert (await client.get("/v1/audit/verify")).json()["ok"] is True
 
 
+async def test_the_chain_stays_one_when_other_transactions_extend_it_between_batches(
+        client):
+    """The writer process chains each batch onto the head it last wrote (on Postgres,
+    optimistically). Configuration changes extend the same chain from the API's own
+    transactions in between; the writer must notice and chain onto them, never fork."""
+    await _plan(client)
+    decisions = []
+    for turn in range(6):
+        answers = await asyncio.gather(*[
+            client.post("/v1/authorize-tool", json={"plan_id": "p-1", "tool": READER})
+            for _ in range(3)])
+        decisions += [a.json()["decision_id"] for a in answers]
+        changed = await client.put(f"/v1/actions/other-{turn}",
+                                   json={"project": "web", "read_only": False})
+        assert changed.status_code in (200, 201)
+    verified = (await client.get("/v1/audit/verify")).json()
+    assert verified["ok"] is True
+    listed = (await client.get("/v1/decisions", params={"limit": 200})).json()["items"]
+    assert sorted(i["decision_id"] for i in listed if i["kind"] == "authorize") \
+        == sorted(decisions)
+    config = (await client.get("/v1/decisions", params={"kind": "config"})).json()["items"]
+    assert len(config) == 7  # the plan's action and the six others
+
+
 async def test_no_record_no_allow(client, settings):
     """When the store cannot record, the answer is 503, never an allow; once it can again,
     decisions flow again."""

@@ -10,7 +10,7 @@ import time
 import orjson
 
 from app.decisions.records import RECORD_FIELDS
-from app.decisions.writer import Source, SQLiteStore, Writer, groups
+from app.decisions.writer import PostgresStore, Source, SQLiteStore, Writer, groups
 from app.store import migrate
 
 
@@ -46,3 +46,41 @@ def test_groups_never_split_a_frame_and_respect_max_batch():
     items = [((i, [{}] * size), source) for i, size in enumerate([3, 3, 5, 1, 1])]
     grouped = groups(items, max_batch=6)
     assert [[frame_id for (frame_id, _), _ in g] for g in grouped] == [[0, 1], [2, 3], [4]]
+
+
+async def test_batches_chain_onto_records_other_transactions_added(database_url):
+    """Between two batches another transaction extends the chain (a configuration change
+    through app.decisions.log.append). On Postgres the writer, which chains onto the head
+    it last wrote, must find that out, chain again and still write one unbroken chain."""
+    from sqlalchemy import select
+    from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+
+    from app.decisions.chain import GENESIS, verify
+    from app.decisions.log import append, writer_config
+    from app.decisions.records import iso, iso_from_ns, new_record
+    from app.decisions.tables import LogRecord
+    from app.decisions.writer import open_store
+
+    def _iso(record: dict) -> dict:  # as Writer.commit hands records to the store
+        return {**record, "created_at": iso_from_ns(record["created_at"])}
+
+    store = open_store(writer_config(database_url, max_batch=512, timeout=5,
+                                     sqlite_synchronous="FULL"))
+    engine = create_async_engine(database_url)
+    try:
+        await store.commit([_iso(_record("first-1")), _iso(_record("first-2"))])
+        async with async_sessionmaker(engine)() as session, session.begin():
+            await append(session, [new_record("config", "between")])
+        await store.commit([_iso(_record("second"))])
+        if isinstance(store, PostgresStore):
+            assert store.rechained == 1
+        async with engine.connect() as conn:
+            rows = (await conn.execute(select(LogRecord.__table__).order_by(
+                LogRecord.seq))).mappings().all()
+    finally:
+        store.close()
+        await engine.dispose()
+    assert [r["decision_id"] for r in rows] == ["first-1", "first-2", "between", "second"]
+    records = [{**r, "created_at": iso(r["created_at"]), "detail": orjson.loads(r["detail"])}
+               for r in rows]
+    assert verify(records, anchor=(0, GENESIS)).ok
