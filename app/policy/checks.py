@@ -246,6 +246,9 @@ CHECKS_BY_LAYER: dict[Layer, tuple[tuple[str, Check], ...]] = {
 }
 
 
+ALLOWED = Verdict(True, None)  # frozen: one for every allow without explain
+
+
 def evaluate(
     tool: Tool,
     ctx: Context,
@@ -260,7 +263,7 @@ def evaluate(
             outcome = check(tool, ctx, profile)
             if type(outcome) is Deny:
                 return Verdict(False, outcome)
-        return Verdict(True, None)
+        return ALLOWED
 
     first: Deny | None = None
     report: list[CheckResult] = []
