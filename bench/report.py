@@ -78,6 +78,17 @@ def table_lines(out: dict[str, Any]) -> list[str]:
             lines.append(f"| {row['label']} | {row['rps']:.0f} | {row['p50_ms']:.2f} | "
                          f"{row['p99_ms']:.2f} | {ratio} | {rss} | {row['non_2xx']} | "
                          f"{logged} |")
+        lines += ["", "CPU per answered request, µs (every process shares the machine's cores)",
+                  "| scenario | worker(s) | log writer | postgres | wrk | machine idle |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for row in rows.values():
+            us = row.get("cpu_us_per_request")
+            if not us:
+                continue
+            cells = [f"{us[k]:.1f}" if k in us else "–"
+                     for k in ("worker", "log writer", "postgres", "wrk")]
+            lines.append(f"| {row['label']} | {' | '.join(cells)} | "
+                         f"{row['machine_idle_pct']:.0f} % |")
         lines += ["", "| target | measured | goal | met |", "|---|---:|---:|---|"]
         for key, r in out["ratios"][workers].items():
             goal = ("≥ " if r["higher_is_better"] else "≤ ") + _fmt(key, r["target"])

@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 
+from bench import cpu, wrk
 from bench import server as srv
-from bench import wrk
 from bench.payload import ACTION, ACTION_ID, AGENT_KEY, AUTHORIZE, BODY, PLAN, headers
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -146,13 +146,15 @@ def measure(scenario: Scenario, opts: Options) -> dict[str, Any]:
     try:
         rss_ready = server.rss_mib()
         warm = load(server, opts, opts.warmup) if opts.warmup > 0 else None
+        meter = cpu.Meter(server, postgres=scenario.database == "postgres")
         result = load(server, opts, opts.seconds)
+        spent = meter.per_request(result.requests)
         rss_after = server.rss_mib()
     finally:
         server.stop()
     out: dict[str, Any] = {"scenario": scenario.name, "label": scenario.label,
                            "workers": opts.workers, **result.as_dict(),
-                           "rss_mib_ready": rss_ready, "rss_mib_after": rss_after}
+                           "rss_mib_ready": rss_ready, "rss_mib_after": rss_after, **spent}
     if scenario.database is not None and scenario.log:
         # Every answered decision must be in the log (the server drained it on stop).
         answered = result.requests + (warm.requests if warm else 0)
