@@ -111,12 +111,9 @@ class SQLiteStore:
             self._conn = None
 
 
-_PG_READ_HEAD = "SELECT seq, hash FROM chain_head WHERE id = 1"
+_PG_LOCK_HEAD = "SELECT seq, hash FROM chain_head WHERE id = 1 FOR UPDATE"
 _PG_COLUMN_TYPES = """SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
 WHERE attrelid = 'decision_log'::regclass AND attnum > 0 AND NOT attisdropped"""
-# How often a batch is chained again because another process extended the chain first
-# (an API transaction's configuration change, another replica's writer) before giving up.
-PG_ATTEMPTS = 50
 
 
 def _pg_append(types: dict[str, str]) -> str:
@@ -138,10 +135,15 @@ def _pg_append(types: dict[str, str]) -> str:
 class PostgresStore:
     """Extends the chain optimistically: the writer remembers the head it last wrote and
     sends each batch chained onto it in one statement (see _pg_append), instead of the five
-    round trips of lock, read, COPY, update, commit. When another process moved the head
-    meanwhile, nothing is written; the writer reads the head and chains the batch again.
-    The statement waits for the row lock like any other chain writer (app.decisions.log
-    .append), then checks the head it finds, so the chain stays one chain."""
+    round trips of lock, read, COPY, update, commit. The statement waits for the row lock
+    like any other chain writer (app.decisions.log.append), then checks the head it finds,
+    so the chain stays one chain.
+
+    When another process moved the head meanwhile, nothing is written, and the batch goes
+    the locking way: in a transaction, lock and read the head, chain onto it, and run the
+    same statement, which then cannot miss. So a batch is tried at most twice, and a writer
+    that keeps losing the race to another (two replicas' writers) is never starved; the
+    first batch after a (re)connection goes that way too, the head being unknown."""
 
     def __init__(self, dsn: str, timeout: float) -> None:
         self._dsn, self._timeout = dsn, timeout
@@ -151,31 +153,47 @@ class PostgresStore:
         self.rechained = 0  # batches chained again because the head had moved
 
     async def commit(self, records: list[dict[str, Any]]) -> None:
-        import asyncpg
-
-        if self._conn is None:
-            self._conn = await asyncpg.connect(self._dsn, timeout=self._timeout)
-            self._append = _pg_append(dict(await self._conn.fetch(_PG_COLUMN_TYPES)))
-        conn = self._conn
+        if not records:
+            return
         try:
-            for _ in range(PG_ATTEMPTS):
-                if self._head is None:
-                    self._head = tuple(await conn.fetchrow(_PG_READ_HEAD))  # type: ignore
-                seq0, prev0 = self._head
-                rows, seq, prev = chain_rows(records, seq0, prev0, time=str)  # ISO text
-                for row in rows:
-                    _row(row)  # KeyError for a missing column: json_to_recordset would NULL it
-                status = await conn.execute(self._append, seq, prev, _now(), seq0, prev0,
-                                            orjson.dumps(rows).decode())
-                if status == f"INSERT 0 {len(rows)}":
-                    self._head = (seq, prev)
+            conn = self._conn or await self._connect()
+            if self._head is not None:
+                if await self._extend(conn, records, self._head):
                     return
-                self._head = None  # moved by someone else: read it, chain again
-                self.rechained += 1
-            raise RuntimeError(f"the chain head moved {PG_ATTEMPTS} times in a row")
+                self.rechained += 1  # another process extended the chain since our last batch
+            async with conn.transaction():
+                head = tuple(await conn.fetchrow(_PG_LOCK_HEAD))
+                if not await self._extend(conn, records, head):  # type: ignore[arg-type]
+                    raise RuntimeError("the chain head moved although it was locked")
         except BaseException:
             self.close()  # reconnect, and read the head, on the next batch
             raise
+
+    async def _connect(self) -> Any:
+        import asyncpg
+
+        conn = await asyncpg.connect(self._dsn, timeout=self._timeout)
+        try:
+            self._append = _pg_append(dict(await conn.fetch(_PG_COLUMN_TYPES)))
+        except BaseException:
+            conn.terminate()
+            raise
+        self._conn, self._head = conn, None
+        return conn
+
+    async def _extend(self, conn: Any, records: list[dict[str, Any]],
+                      head: tuple[int, str]) -> bool:
+        """Chain `records` onto `head` and write them if the head is still there."""
+        rows, seq, prev = chain_rows(records, *head, time=str)  # created_at: the ISO text
+        for row in rows:
+            _row(row)  # KeyError for a missing column: json_to_recordset would NULL it
+        status = await conn.execute(self._append, seq, prev, _now(), *head,
+                                    orjson.dumps(rows).decode())
+        if status != f"INSERT 0 {len(rows)}":
+            self._head = None
+            return False
+        self._head = (seq, prev)
+        return True
 
     def close(self) -> None:
         if self._conn is not None:

@@ -84,3 +84,48 @@ async def test_batches_chain_onto_records_other_transactions_added(database_url)
     records = [{**r, "created_at": iso(r["created_at"]), "detail": orjson.loads(r["detail"])}
                for r in rows]
     assert verify(records, anchor=(0, GENESIS)).ok
+
+
+async def test_two_writers_on_one_chain_both_get_every_batch_in(database_url):
+    """Two replicas' writers extend one chain at once. On Postgres each writes optimistically
+    from the head it last wrote; the one that loses the race must not be starved (a batch
+    that misses goes the locking way), and the chain stays one chain."""
+    from sqlalchemy import select
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from app.decisions.chain import GENESIS, verify
+    from app.decisions.log import writer_config
+    from app.decisions.records import iso, iso_from_ns
+    from app.decisions.tables import LogRecord
+    from app.decisions.writer import open_store
+
+    config = writer_config(database_url, max_batch=512, timeout=5, sqlite_synchronous="FULL")
+    stores = [open_store(config), open_store(config)]
+
+    async def keep_writing(name: str, store) -> None:  # type: ignore[no-untyped-def]
+        for batch in range(25):
+            await store.commit([{**_record(f"{name}-{batch}-{i}"),
+                                 "created_at": iso_from_ns(time.time_ns())}
+                                for i in range(1 + batch % 4)])
+            await asyncio.sleep(0)
+
+    try:
+        await asyncio.gather(keep_writing("a", stores[0]), keep_writing("b", stores[1]))
+    finally:
+        for store in stores:
+            store.close()
+    if isinstance(stores[0], PostgresStore):
+        assert stores[0].rechained + stores[1].rechained > 0  # they did race
+    engine = create_async_engine(database_url)
+    try:
+        async with engine.connect() as conn:
+            rows = (await conn.execute(select(LogRecord.__table__).order_by(
+                LogRecord.seq))).mappings().all()
+    finally:
+        await engine.dispose()
+    expected = sum(1 + batch % 4 for batch in range(25))
+    assert len([r for r in rows if r["decision_id"].startswith("a-")]) == expected
+    assert len([r for r in rows if r["decision_id"].startswith("b-")]) == expected
+    records = [{**r, "created_at": iso(r["created_at"]), "detail": orjson.loads(r["detail"])}
+               for r in rows]
+    assert verify(records, anchor=(0, GENESIS)).ok
