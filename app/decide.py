@@ -13,7 +13,7 @@ from uuid_utils import uuid7
 from app.api.schemas import AuthorizeIn
 from app.api.wire import AuthorizeWire
 from app.decisions.records import mask
-from app.plans import PlanCache, load_lock
+from app.plans import PlanCache, PlanLock, load_lock
 from app.policy.checks import evaluate, unregistered
 from app.policy.model import LAYERS, Tool
 from app.registry import RegistryCache
@@ -47,12 +47,32 @@ async def decide(
     """Returns (response body, log record). Raises NotFound / MissingCapability for input
     the caller must fix; those are never decisions."""
     started = perf_counter()
-    project = action_id = None
+    lock = None
     if request.plan_id is not None:
         lock = cache.get(request.plan_id)
         if lock is None:
             async with sessions() as session:
                 lock = await load_lock(session, cache, request.plan_id)
+    await registry.ensure_fresh(sessions)
+    return decide_with(request, lock, registry=registry, masked=masked, caller=caller,
+                       started=started)
+
+
+def decide_with(
+    request: AuthorizeIn | AuthorizeWire,
+    lock: PlanLock | None,
+    *,
+    registry: RegistryCache,
+    masked: frozenset[str] = frozenset(),
+    caller: Caller = Caller(),
+    started: float | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """decide() once the plan's lock is at hand (None: a stateless request) and the
+    registry is fresh: no I/O, nothing awaited (the hot path calls it directly)."""
+    if started is None:
+        started = perf_counter()
+    project = action_id = None
+    if lock is not None:
         profile = lock.safety
         summary: dict[str, Any] | None = lock.summary
         label: str | None = lock.plan_id
@@ -64,7 +84,6 @@ async def decide(
         label = request.context.plan_id
         stored_read_only = False
 
-    await registry.ensure_fresh(sessions)
     registered = registry.get(request.tool.name)
     context = request.core_context(plan_id=label, stored_read_only=stored_read_only)
     # The skill and changeset layers answer only their write guard, registry or not.

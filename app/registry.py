@@ -82,14 +82,21 @@ class RegistryCache:
 
         Concurrent callers share one check: the others wait for it instead of piling
         identical queries on the database."""
+        if not self.fresh(sessions):
+            await self._check(sessions, older_than=self.ttl)
+
+    def fresh(self, sessions: async_sessionmaker[AsyncSession]) -> bool:
+        """True when memory may answer without waiting (within ttl; past half of it, one
+        renewal starts in the background); False when ensure_fresh must read first.
+        Synchronous, for the hot path."""
         age = self._age()
-        if age is not None and age < self.ttl:
-            if age >= self.ttl / 2 and self._renewal is None:
-                self._renewal = asyncio.get_running_loop().create_task(
-                    self._check(sessions, older_than=self.ttl / 2))
-                self._renewal.add_done_callback(self._renewed)
-            return
-        await self._check(sessions, older_than=self.ttl)
+        if age is None or age >= self.ttl:
+            return False
+        if age >= self.ttl / 2 and self._renewal is None:
+            self._renewal = asyncio.get_running_loop().create_task(
+                self._check(sessions, older_than=self.ttl / 2))
+            self._renewal.add_done_callback(self._renewed)
+        return True
 
     async def _check(self, sessions: async_sessionmaker[AsyncSession], *,
                      older_than: float) -> None:

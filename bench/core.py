@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from app.api.schemas import AuthorizeIn
-from app.api.wire import decode_authorize
+from app.api.wire import decode_authorize, decode_authorize_json
 from app.policy.checks import evaluate
 from app.policy.model import Context, Tool
 from app.policy.profiles import SafetyProfile
@@ -33,7 +33,15 @@ def best_us(call: Callable[[], object], *, repeat: int = 5) -> float:
 
 
 def decode(body: bytes) -> Any:
-    """What the hot path does with a body: orjson, then msgspec (app/api/wire.py)."""
+    """What the hot path does with a body: one msgspec pass (app/api/wire.py)."""
+    request = decode_authorize_json(body)
+    if request is None:
+        raise RuntimeError("the benchmark body does not take the hot path's decoder")
+    return request
+
+
+def decode_two_pass(body: bytes) -> Any:
+    """The hot path's other way, for bodies the one pass leaves: orjson, then msgspec."""
     return decode_authorize(orjson.loads(body))
 
 
@@ -234,7 +242,9 @@ def run(log: Callable[[str], None] = print) -> dict[str, Any]:
     us["evaluate"] = best_us(lambda: evaluate(tool, ctx, profile))
     log(f"  evaluate (10 runtime checks)        {us['evaluate']:8.2f} µs")
     us["decode"] = best_us(lambda: decode(BODY))
-    log(f"  decode (orjson + msgspec, hot path) {us['decode']:8.2f} µs")
+    log(f"  decode (msgspec one pass, hot path) {us['decode']:8.2f} µs")
+    us["decode_two_pass"] = best_us(lambda: decode_two_pass(BODY))
+    log(f"  decode (orjson, then msgspec)       {us['decode_two_pass']:8.2f} µs")
     us["decode_pydantic"] = best_us(lambda: AuthorizeIn.model_validate_json(BODY))
     log(f"  decode (pydantic AuthorizeIn)       {us['decode_pydantic']:8.2f} µs")
     us["decode_evaluate_encode"] = best_us(lambda: decode_evaluate_encode(profile))

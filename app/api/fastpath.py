@@ -6,9 +6,9 @@ and runs exactly the same steps as the FastAPI route in app/api/routes_decide.py
 stays registered for the OpenAPI document and serves when TOOLGATE_FAST_PATH=false:
 
   body limit -> key (401/429) -> role (403) -> strict JSON (422 invalid_json) ->
-  AuthorizeIn's validation, by msgspec where it accepts (app/api/wire.py), else by pydantic
-  (422 naming fields) -> project scope (404) -> decide -> record
-  (503 when it cannot be recorded) -> answer.
+  AuthorizeIn's validation, by msgspec where it accepts (app/api/wire.py: one pass over the
+  raw body, else orjson then msgspec), else by pydantic (422 naming fields) ->
+  project scope (404) -> decide -> record (503 when it cannot be recorded) -> answer.
 
 Errors are rendered by the same handlers as everywhere else, so the envelope is identical;
 tests/api run the decision cases and bad inputs through both paths.
@@ -27,11 +27,13 @@ from starlette.requests import Request
 
 from app.api import handlers
 from app.api.middleware import read_body
-from app.api.wire import decode_authorize
+from app.api.wire import decode_authorize, decode_authorize_json
+from app.auth.keys import hash_secret
 from app.auth.roles import rule_for
-from app.auth.scope import check_authorize
-from app.decide import Caller, decide
-from app.decisions.audit import record_decisions
+from app.auth.scope import check_authorize, check_scope
+from app.decide import Caller, decide, decide_with
+from app.decisions.audit import not_recorded
+from app.decisions.log import RecordingFailed
 from app.errors import Forbidden, ToolgateError, Unauthorized
 from app.policy.checks import MissingCapability
 
@@ -68,34 +70,52 @@ class FastAuthorize:
         await send({"type": "http.response.body", "body": body})
 
     async def _handle(self, scope: dict, receive: Any) -> tuple[int, bytes]:
+        # Every step that can answer from memory is a plain call: a request with a known
+        # key on a cached plan awaits only its body and its record's commit.
         state = self.state
-        raw = await self._body(scope, receive)
+        raw = await read_body(scope, receive, self.limit)
+        if raw is None:
+            raise ConnectionAbortedError("client disconnected")
         headers = dict(scope["headers"])
-        principal = await _authenticate(state, headers.get(b"authorization", b""))
+        key_hash = _key_hash(headers.get(b"authorization", b""))
+        principal = state.authenticator.remembered(key_hash)
+        if principal is None:
+            principal = await state.authenticator.look_up(key_hash)
+        if state.rate_limiter is not None:
+            state.rate_limiter.take(principal.key_id)
         if principal.role not in _RULE.roles:
             raise Forbidden(f"a key with role '{principal.role}' may not POST {PATH} "
                             f"(permission '{_PERMISSION}')", permission=_PERMISSION,
                             role=principal.role.value)
-        try:
-            data = orjson.loads(raw) if raw else None
-        except orjson.JSONDecodeError as exc:
-            return 422, _envelope("invalid_json", f"body is not valid JSON: {exc.msg}")
-        request = decode_authorize(data)
-        await check_authorize(request, principal, state=state)
+        request = decode_authorize_json(raw)
+        if request is None:  # refused or unusual: orjson and AuthorizeIn say what it is
+            try:
+                data = orjson.loads(raw) if raw else None
+            except orjson.JSONDecodeError as exc:
+                return 422, _envelope("invalid_json", f"body is not valid JSON: {exc.msg}")
+            request = decode_authorize(data)
         request_id = headers.get(b"x-request-id")
         caller = Caller(request_id=request_id.decode("latin-1")[:200],
                         key_id=principal.key_id) if request_id else _caller(principal.key_id)
-        answer, record = await decide(request, sessions=state.sessions,
-                                      cache=state.plan_cache, registry=state.registry,
-                                      masked=state.settings.masked, caller=caller)
-        await record_decisions(state.decision_log, [record])
+        lock = None if request.plan_id is None else state.plan_cache.get(request.plan_id)
+        if (lock is None and request.plan_id is not None) \
+                or not state.registry.fresh(state.sessions):
+            # The plan or the registry must be read first: the same steps, awaited.
+            await check_authorize(request, principal, state=state)
+            answer, record = await decide(request, sessions=state.sessions,
+                                          cache=state.plan_cache, registry=state.registry,
+                                          masked=state.settings.masked, caller=caller)
+        else:
+            check_scope(request, principal, lock,
+                        allow_inline=state.settings.allow_inline_profiles)
+            answer, record = decide_with(request, lock, registry=state.registry,
+                                         masked=state.settings.masked, caller=caller)
+        if state.decision_log is not None:
+            try:
+                await state.decision_log.write([record])
+            except RecordingFailed as failed:
+                raise not_recorded(failed) from None
         return 200, orjson.dumps(answer)
-
-    async def _body(self, scope: dict, receive: Any) -> bytes:
-        body = await read_body(scope, receive, self.limit)
-        if body is None:
-            raise ConnectionAbortedError("client disconnected")
-        return body
 
 
 @lru_cache(maxsize=1024)
@@ -104,14 +124,11 @@ def _caller(key_id: str | None) -> Caller:
     return Caller(key_id=key_id)
 
 
-async def _authenticate(state: Any, header: bytes) -> Any:
+def _key_hash(header: bytes) -> str:
     scheme, _, secret = header.decode("latin-1").partition(" ")
     if scheme.lower() != "bearer" or not secret.strip():
         raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
-    principal = await state.authenticator.authenticate(secret.strip())
-    if state.rate_limiter is not None:
-        state.rate_limiter.take(principal.key_id)
-    return principal
+    return hash_secret(secret.strip())
 
 
 def _envelope(code: str, message: str) -> bytes:

@@ -10,7 +10,13 @@ accepts the body, where msgspec is the stricter of the two). tests/api/test_wire
 with generated bodies that whatever msgspec accepts, pydantic accepts with the same values.
 
 Both decoders start from the same orjson parse, so the JSON itself (duplicate keys, numbers
-too large for a double, lone surrogates) is read exactly once, one way.
+too large for a double, lone surrogates) is read exactly once, one way. The hot path first
+tries `decode_authorize_json`, which reads and checks the raw body in one msgspec pass (two
+libraries' passes and the intermediate dicts cost a worker 4.5 µs a request). It answers only
+where that pass provably reads the body as orjson does, and says None otherwise: then the
+body goes the way above. msgspec and orjson differ on exactly one thing here, integers past
+64 bits (msgspec keeps them, orjson reads a float), so a body with a run of 19 digits is left
+to orjson; tests/api/test_wire.py checks the rest with generated JSON texts.
 """
 
 from __future__ import annotations
@@ -99,3 +105,28 @@ def decode_authorize(data: Any) -> AuthorizeWire | AuthorizeIn:
         return AuthorizeIn.model_validate(data)
     return wire
 
+
+
+_DECODER = msgspec.json.Decoder(AuthorizeWire, strict=True)
+# 19 digits in a row: a number that may be past 64 bits, where orjson and msgspec part ways
+# (digits inside strings match too, and merely take the other way). Found by mapping every
+# digit to "0" and anything else to " ", then one substring search: 0.5 µs, where a regex
+# took 4.4 µs for this body.
+_DIGITS = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))
+_LONG_NUMBER = b"0" * 19
+
+
+def decode_authorize_json(raw: bytes) -> AuthorizeWire | None:
+    """`raw` decoded and checked in one pass, or None: then `orjson.loads` and
+    `decode_authorize` must say what it is (valid or not, and why)."""
+    if _LONG_NUMBER in raw.translate(_DIGITS):
+        return None
+    try:
+        wire = _DECODER.decode(raw)
+        if wire.safety_profile is not None:
+            if wire.plan_id is not None:
+                return None  # refused, in AuthorizeIn's words
+            wire.safety_profile = SafetyProfile.model_validate(wire.safety_profile)
+    except Exception:  # malformed, refused, or nested past msgspec's depth: the other way says
+        return None
+    return wire

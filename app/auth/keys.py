@@ -165,15 +165,31 @@ class Authenticator:
 
     async def authenticate(self, secret: str) -> Principal:
         key_hash = hash_secret(secret)
+        principal = self.remembered(key_hash)
+        return principal if principal is not None else await self.look_up(key_hash)
+
+    async def look_up(self, key_hash: str) -> Principal:
+        """The principal of a key hash from the database (cached for next time)."""
+        return self._unexpired(await self._read(key_hash))
+
+    def remembered(self, key_hash: str) -> Principal | None:
+        """The principal of a key hash from memory (the admin token, or a cached key, whose
+        renewal this starts when due), or None when only the database can tell. Raises
+        Unauthorized for an expired key. Synchronous: the hot path awaits nothing for a
+        key it has seen within the cache's ttl."""
         if self._admin_hash is not None and hmac.compare_digest(key_hash, self._admin_hash):
             return ADMIN
         principal = self.cache.get(key_hash)
         if principal is None:
-            principal = await self._read(key_hash)
-        elif self.cache.due(key_hash):
+            return None
+        if self.cache.due(key_hash):
             task = asyncio.get_running_loop().create_task(self._renew(key_hash))
             self._renewals.add(task)
             task.add_done_callback(self._renewals.discard)
+        return self._unexpired(principal)
+
+    @staticmethod
+    def _unexpired(principal: Principal) -> Principal:
         if principal.expires_at is not None and principal.expired(datetime.now(UTC)):
             raise Unauthorized(INVALID)
         return principal

@@ -48,14 +48,22 @@ async def check_authorize(request: Any, principal: Principal, *, state: Any) -> 
     """Before a decision: the plan must be in the key's projects, and a stateless request
     is refused to non-admins when inline profiles are off (no profile at all is laxer
     than any inline one, so it is refused too)."""
+    lock: PlanLock | None = None
+    if request.plan_id is not None and principal.scoped:
+        lock = state.plan_cache.get(request.plan_id)
+        if lock is None:
+            async with state.sessions() as session:
+                lock = await load_lock(session, state.plan_cache, request.plan_id)
+    check_scope(request, principal, lock,
+                allow_inline=state.settings.allow_inline_profiles)
+
+
+def check_scope(request: Any, principal: Principal, lock: PlanLock | None, *,
+                allow_inline: bool) -> None:
+    """check_authorize with the plan's lock at hand (needed only for a scoped key)."""
     if request.plan_id is None:
-        require_inline_allowed(principal, state.settings.allow_inline_profiles,
+        require_inline_allowed(principal, allow_inline,
                                what="a stateless request (no plan_id)")
-        return
-    if not principal.scoped:
-        return
-    lock: PlanLock | None = state.plan_cache.get(request.plan_id)
-    if lock is None:
-        async with state.sessions() as session:
-            lock = await load_lock(session, state.plan_cache, request.plan_id)
-    require_plan(principal, request.plan_id, lock.project)
+    elif principal.scoped:
+        assert lock is not None, "a scoped key's plan check needs the plan's lock"
+        require_plan(principal, request.plan_id, lock.project)

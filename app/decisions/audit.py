@@ -22,10 +22,12 @@ async def record_decisions(log: DecisionLog | None, records: list[dict[str, Any]
     try:
         await log.write(records)
     except RecordingFailed as failed:
-        raise Unavailable(
-            f"the decision could not be recorded, so none is given: {failed}",
-            code="decision_not_recorded",
-        ) from None
+        raise not_recorded(failed) from None
+
+
+def not_recorded(failed: RecordingFailed) -> Unavailable:
+    return Unavailable(f"the decision could not be recorded, so none is given: {failed}",
+                       code="decision_not_recorded")
 
 
 async def record_in_transaction(

@@ -185,20 +185,41 @@ class DecisionLog:
         pending, self._pending = self._pending, []
         if not pending:
             return
-        futures = [future for _, future in pending]
         out = self._out
         try:
             if out is None or not self._connected or out.is_closing():
                 raise RecordingFailed("the decision log writer is not running")
-            self._frame += 1
             records = [r for batch, _ in pending for r in batch]
-            out.write(orjson.dumps([self._frame, records]) + b"\n")
-        except Exception as exc:  # unserialisable record, closed pipe: not recorded
-            self._fail(futures, exc)
+            try:
+                frame = orjson.dumps([self._frame + 1, records])
+            except orjson.JSONEncodeError:
+                # One request's record cannot be written: it alone fails, not its neighbours.
+                pending = self._serialisable(pending)
+                if not pending:
+                    return
+                records = [r for batch, _ in pending for r in batch]
+                frame = orjson.dumps([self._frame + 1, records])
+            self._frame += 1
+            out.write(frame + b"\n")
+        except Exception as exc:  # closed pipe: not recorded
+            self._fail([future for _, future in pending], exc)
             return
+        futures = [future for _, future in pending]
         assert self._loop is not None
         timer = self._loop.call_later(self._timeout, self._expire, self._frame)
         self._inflight[self._frame] = (futures, timer, len(records))
+
+    def _serialisable(self, pending: list[tuple[list[dict[str, Any]], asyncio.Future]]
+                      ) -> list[tuple[list[dict[str, Any]], asyncio.Future]]:
+        kept = []
+        for records, future in pending:
+            try:
+                orjson.dumps(records)
+            except orjson.JSONEncodeError as exc:
+                self._fail([future], RecordingFailed(f"the record cannot be written: {exc}"))
+            else:
+                kept.append((records, future))
+        return kept
 
     def _expire(self, frame: int) -> None:
         entry = self._inflight.pop(frame, None)

@@ -27,6 +27,24 @@ async def test_malformed_json_is_invalid_json(both_paths, raw):
     assert r.json()["error"]["code"] == "invalid_json"
 
 
+async def test_numbers_past_64_bits_are_decided_and_recorded_as_json_reads_them(both_paths):
+    """Free-form values may hold any JSON number: the hot path's one-pass decoder leaves
+    such bodies to orjson, which reads them as floats, so they are decided and logged the
+    same way on both routes (never a 503 for a record the log could not serialise)."""
+    client = both_paths
+    raw = (b'{"tool": {"name": "t", "capability": {"writes": false, "checkpointable": true,'
+           b' "unsafe": false}, "args": {"n": 123456789012345678901234567890}},'
+           b' "context": {"metadata": {"m": -18446744073709551617}}}')
+    r = await client.post("/v1/authorize-tool", content=raw)
+    assert r.status_code == 200 and r.json()["allowed"] is True
+    rec = (await client.get(f"/v1/decisions/{r.json()['decision_id']}")).json()
+    assert rec["detail"]["tool"]["args"] == {"n": 1.2345678901234568e29}
+    assert rec["detail"]["context"]["metadata"] == {"m": -1.8446744073709552e19}
+    r = await client.post("/v1/authorize-tool", content=b'{"tool": {"name": "t"}, "context":'
+                          b' {"step_retry_count": 123456789012345678901234567890}}')
+    assert r.status_code == 422 and _fields(r) == ["context.step_retry_count"]
+
+
 async def test_form_content_type_is_still_json(both_paths):
     client = both_paths
     """curl -d sends application/x-www-form-urlencoded; the body is still read as JSON."""

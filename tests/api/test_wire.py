@@ -8,6 +8,7 @@ gets values of the right type, the wrong type, at and past its limits, and unkno
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from app.api.schemas import AuthorizeIn
-from app.api.wire import AuthorizeWire, decode_authorize
+from app.api.wire import AuthorizeWire, decode_authorize, decode_authorize_json
 from app.policy.checks import MissingCapability
 
 I64 = 2**63 - 1
@@ -186,3 +187,62 @@ def test_refusals_are_authorize_in_errors(body: dict[str, Any], field: str) -> N
     with pytest.raises(ValidationError) as refused:
         decode_authorize(_parsed(body))
     assert field in [".".join(map(str, e["loc"])) for e in refused.value.errors()]
+
+
+# Numbers around 64 bits, where orjson reads floats and msgspec exact integers.
+wide_ints = st.one_of(st.integers(-2**70, 2**70),
+                      st.sampled_from([2**63 - 1, 2**63, 2**64 - 1, 2**64, -2**63, -2**63 - 1,
+                                       10**18, 10**19, -10**19]))
+wide_values = st.recursive(
+    st.one_of(scalars, wide_ints, st.text(alphabet="\u00e9\U0001f600\"\\/\n\x00a", max_size=3)),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=6)
+
+
+@st.composite
+def json_texts(draw: st.DrawFn) -> bytes:
+    """A body as an agent's JSON library might write it: escaped or raw UTF-8, spaced or
+    compact, with numbers past 64 bits in the free-form fields or the retry count."""
+    body = draw(bodies)
+    if isinstance(body, dict) and draw(st.booleans()):
+        context = body.setdefault("context", {})
+        if isinstance(context, dict):
+            context[draw(st.sampled_from(["metadata", "variables", "step_retry_count"]))] = (
+                draw(wide_ints) if draw(st.booleans()) else {"n": draw(wide_values)})
+    text = json.dumps(body, ensure_ascii=draw(st.booleans()),
+                      separators=draw(st.sampled_from([(",", ":"), (", ", ": ")])))
+    return text.encode()
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(json_texts())
+def test_one_pass_decoder_reads_bodies_as_orjson_and_authorize_in_do(raw: bytes) -> None:
+    """decode_authorize_json answers only where it agrees with orjson + decode_authorize."""
+    got = decode_authorize_json(raw)
+    if got is None:
+        return
+    expected = AuthorizeIn.model_validate(orjson.loads(raw))
+    assert _view(got) == _view(expected)
+    assert _core(got) == _core(expected)
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"tool":{"name":"t","args":{"n":18446744073709551616}}}',  # orjson: a float
+    b'{"tool":{"name":"t"},"context":{"step_retry_count":99999999999999999999}}',
+    b'{"tool":{"name":"t","args":{"s":"\\ud800"}}}',  # a lone surrogate: invalid JSON
+    b'\xef\xbb\xbf{"tool":{"name":"t"}}',  # a byte order mark: invalid JSON
+    b'{"tool":{"name":"t","args":{"x":' + b"[" * 1100 + b"]" * 1100 + b"}}}",  # too deep
+    b'{"tool":{"name":"t"},"plan_id":"p","safety_profile":{}}',  # refused by AuthorizeIn
+    b'{"tool":{"name":"t"}} x', b"[]", b"",
+])
+def test_one_pass_decoder_leaves_the_unusual_to_orjson(raw: bytes) -> None:
+    assert decode_authorize_json(raw) is None
+
+
+def test_one_pass_decoder_takes_what_agents_send() -> None:
+    raw = (b'{"plan_id":"p-1","tool":{"name":"fs.write_file","capability":{"writes":true},'
+           b'"args":{"path":"a.py","n":1834,"id":123456789012345678}},'
+           b'"context":{"metadata":{"a":"\\u00e9"},"accumulated_cost":1.25}}')
+    got = decode_authorize_json(raw)
+    assert isinstance(got, AuthorizeWire)
+    assert _view(got) == _view(AuthorizeIn.model_validate(orjson.loads(raw)))

@@ -9,6 +9,7 @@ import time
 
 import orjson
 
+from app.decisions.log import DecisionLog, RecordingFailed
 from app.decisions.records import RECORD_FIELDS
 from app.decisions.writer import PostgresStore, Source, SQLiteStore, Writer, groups
 from app.store import migrate
@@ -39,6 +40,26 @@ async def test_a_bad_batch_is_refused_alone_and_the_writer_goes_on(tmp_path):
     with sqlite3.connect(path) as conn:
         rows = conn.execute("SELECT decision_id, created_at FROM decision_log").fetchall()
     assert [r[0] for r in rows] == ["good"] and rows[0][1].count(":") == 2
+
+
+async def test_a_record_that_cannot_be_sent_fails_alone_not_its_frame(tmp_path):
+    """Records of one loop turn travel as one frame; one that cannot be serialised (an
+    integer past 64 bits) is refused by itself, and its neighbours are committed."""
+    path = tmp_path / "log.db"
+    await asyncio.to_thread(migrate.upgrade, f"sqlite+aiosqlite:///{path}")
+    log = DecisionLog(f"sqlite+aiosqlite:///{path}")
+    await log.start()
+    try:
+        results = await asyncio.gather(
+            log.write([_record("before")]), log.write([{**_record("bad"), "detail": {"n": 2**70}}]),
+            log.write([_record("after")]), return_exceptions=True)
+    finally:
+        await log.close()
+    assert results[0] is None and results[2] is None
+    assert isinstance(results[1], RecordingFailed) and "cannot be written" in str(results[1])
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT decision_id FROM decision_log ORDER BY seq").fetchall()
+    assert [r[0] for r in rows] == ["before", "after"]
 
 
 def test_groups_never_split_a_frame_and_respect_max_batch():
