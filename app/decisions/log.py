@@ -3,8 +3,9 @@
 
 "No record, no allow": a decision's answer is sent only after its record is committed.
 Each worker process hands its decisions' records to its own writer process
-(`app/decisions/writer.py`): all the records produced in one turn of the event loop go as one
-frame down a pipe, and the writer commits whatever frames have arrived in one transaction.
+(`app/decisions/writer.py`): the records produced in one turn of the event loop go as one
+frame down a pipe (several, of FRAME_REQUESTS requests each, in a busy turn), and the
+writer commits whatever frames have arrived in one transaction.
 Durability thus costs one commit per batch rather than per decision, and the hashing, the
 driver and the commit run on another core instead of taking the worker's GIL from requests.
 Every writer, in any process or replica, extends the chain under a lock on the single
@@ -83,11 +84,20 @@ def start_shared_writer(database_url: str, *, max_batch: int, timeout: float,
     return process
 
 
+# A frame leaves at the end of the loop turn, or as soon as this many requests wait in it:
+# the writer then starts committing while the worker is still deciding the turn's other
+# requests, instead of both taking turns. Measured on SQLite at 64 connections (1 worker,
+# alternating runs): +9.7 % at 32 (+5 % at 16, +3 % at 8, +1.6 % at 48) against one frame
+# per turn; no change on Postgres, whose writer reads frames while its commit is in flight.
+FRAME_REQUESTS = 32
+
+
 class DecisionLog:
     """One per worker process: `await write(records)` returns once they are committed.
 
-    Records wait in `_pending` until the end of the current event-loop turn, then leave as
-    one frame; `_inflight` maps each sent frame to its requests' futures and its deadline.
+    Records wait in `_pending` until the end of the current event-loop turn (or until
+    FRAME_REQUESTS requests wait), then leave as one frame; `_inflight` maps each sent
+    frame to its requests' futures and its deadline.
     The writer is this worker's own child process, or, given `socket` (several workers
     under `toolgate serve`), the server's shared writer; if that cannot be reached, a
     child of its own. If the writer goes away, every request in flight gets
@@ -160,7 +170,9 @@ class DecisionLog:
         assert loop is not None
         future: asyncio.Future = loop.create_future()
         self._pending.append((records, future))
-        if not self._flush_scheduled:
+        if len(self._pending) >= FRAME_REQUESTS:
+            self._flush()
+        elif not self._flush_scheduled:
             self._flush_scheduled = True
             loop.call_soon(self._flush)
         await future

@@ -9,7 +9,7 @@ import time
 
 import orjson
 
-from app.decisions.log import DecisionLog, RecordingFailed
+from app.decisions.log import FRAME_REQUESTS, DecisionLog, RecordingFailed
 from app.decisions.records import RECORD_FIELDS
 from app.decisions.writer import PostgresStore, Source, SQLiteStore, Writer, groups
 from app.store import migrate
@@ -60,6 +60,25 @@ async def test_a_record_that_cannot_be_sent_fails_alone_not_its_frame(tmp_path):
     with sqlite3.connect(path) as conn:
         rows = conn.execute("SELECT decision_id FROM decision_log ORDER BY seq").fetchall()
     assert [r[0] for r in rows] == ["before", "after"]
+
+
+async def test_a_busy_loop_turn_sends_frames_as_they_fill_and_all_are_committed(tmp_path):
+    """The writer need not wait for the end of a turn that decides many requests: a frame
+    leaves every FRAME_REQUESTS requests, and the rest at the end of the turn."""
+    path = tmp_path / "log.db"
+    await asyncio.to_thread(migrate.upgrade, f"sqlite+aiosqlite:///{path}")
+    log = DecisionLog(f"sqlite+aiosqlite:///{path}")
+    await log.start()
+    count = 2 * FRAME_REQUESTS + 5
+    try:
+        await asyncio.gather(*[log.write([_record(f"d{i}")]) for i in range(count)])
+        frames = log._frame
+    finally:
+        await log.close()
+    assert frames == 3
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT decision_id FROM decision_log ORDER BY seq").fetchall()
+    assert [r[0] for r in rows] == [f"d{i}" for i in range(count)]
 
 
 def test_groups_never_split_a_frame_and_respect_max_batch():
