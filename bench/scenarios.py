@@ -146,6 +146,7 @@ def measure(scenario: Scenario, opts: Options) -> dict[str, Any]:
     try:
         rss_ready = server.rss_mib()
         warm = load(server, opts, opts.warmup) if opts.warmup > 0 else None
+        srv.settle(postgres=scenario.database == "postgres")
         meter = cpu.Meter(server, postgres=scenario.database == "postgres")
         result = load(server, opts, opts.seconds)
         spent = meter.per_request(result.requests)
