@@ -50,7 +50,7 @@ PARTS_ANYWHERE = (
      ("decide (app/decide.py)", "decide_with (app/decide.py)")),
     ("waiting for the group commit (future)", ("DecisionLog.write (",)),
     ("body validation (msgspec; pydantic for what it refuses)",
-     ("decode_authorize (", "pydantic")),
+     ("decode_authorize_json (", "decode_authorize (", "pydantic")),
     ("sending the response (uvicorn)", ("RequestResponseCycle.send (",)),
     ("sync dependencies through the AnyIO thread pool",
      ("anyio/", "starlette/concurrency.py", "threading.py")),
