@@ -48,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     token = secrets.token_urlsafe(24)  # the servers' TOOLGATE_ADMIN_TOKEN; sent on every call
     started = time.monotonic()
     busy = os.getloadavg()[0]
+    # Figures move with the CPU model more than with most changes (docs/performance.md):
+    # say which one this is, so that a table is never compared with another machine's.
+    print(f"== machine: {cpu_model()}, {os.cpu_count()} cores, Python "
+          f"{platform.python_version()}")
     if busy > 0.5:
         print(f"note: load average is {busy:.2f} before the run: other work on this "
               f"{os.cpu_count()}-core machine will lower and scatter every figure")
@@ -264,6 +268,15 @@ def run_memory(args: argparse.Namespace, workdir: Path, token: str,
     return out
 
 
+def cpu_model() -> str:
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        lines = []
+    return next((line.split(":", 1)[1].strip() for line in lines
+                 if line.startswith("model name")), platform.processor())
+
+
 def meta(args: argparse.Namespace, wrk_path: str, wall: float) -> dict[str, Any]:
     def text(command: list[str]) -> str | None:
         try:
@@ -274,16 +287,13 @@ def meta(args: argparse.Namespace, wrk_path: str, wall: float) -> dict[str, Any]
         return (done.stdout or done.stderr).strip().splitlines()[0] if done.returncode in (
             0, 1) and (done.stdout or done.stderr) else None
 
-    cpu = next((line.split(":", 1)[1].strip() for line in
-                Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
     import uvicorn
 
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "commit": text(["git", "rev-parse", "--short", "HEAD"]),
         "dirty": bool(text(["git", "status", "--porcelain", "--", "app"])),
-        "cpu": cpu, "cpus": os.cpu_count(), "python": platform.python_version(),
+        "cpu": cpu_model(), "cpus": os.cpu_count(), "python": platform.python_version(),
         "uvicorn": uvicorn.__version__, "wrk": text([wrk_path, "--version"]),
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "wall_seconds": round(wall, 1),
