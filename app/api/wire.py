@@ -106,7 +106,6 @@ def decode_authorize(data: Any) -> AuthorizeWire | AuthorizeIn:
     return wire
 
 
-
 _DECODER = msgspec.json.Decoder(AuthorizeWire, strict=True)
 # 19 digits in a row: a number that may be past 64 bits, where orjson and msgspec part ways
 # (digits inside strings match too, and merely take the other way). Found by mapping every

@@ -171,7 +171,7 @@ class DecisionLog:
         future: asyncio.Future = loop.create_future()
         self._pending.append((records, future))
         if len(self._pending) >= FRAME_REQUESTS:
-            self._flush()
+            self._send()  # the end-of-turn flush, if scheduled, sends what comes after
         elif not self._flush_scheduled:
             self._flush_scheduled = True
             loop.call_soon(self._flush)
@@ -194,6 +194,10 @@ class DecisionLog:
     def _flush(self) -> None:
         """At the end of a loop turn: everything pending goes to the writer as one frame."""
         self._flush_scheduled = False
+        self._send()
+
+    def _send(self) -> None:
+        """Everything pending goes to the writer now, as one frame."""
         pending, self._pending = self._pending, []
         if not pending:
             return
