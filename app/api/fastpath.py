@@ -59,63 +59,70 @@ class FastAuthorize:
         return scope["type"] == "http" and scope["path"] == PATH and scope["method"] == "POST"
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        # One coroutine for the whole request (each await of a nested one costs). Every step
+        # that can answer from memory is a plain call: a request with a known key on a
+        # cached plan awaits only its body and its record's commit.
+        state = self.state
         try:
-            status, body = await self._handle(scope, receive)
+            raw = await read_body(scope, receive, self.limit)
+            if raw is None:
+                return  # the client went away
+            headers = dict(scope["headers"])
+            key_hash = _key_hash(headers.get(b"authorization", b""))
+            principal = state.authenticator.remembered(key_hash)
+            if principal is None:
+                principal = await state.authenticator.look_up(key_hash)
+            if state.rate_limiter is not None:
+                state.rate_limiter.take(principal.key_id)
+            if principal.role not in _RULE.roles:
+                raise Forbidden(f"a key with role '{principal.role}' may not POST {PATH} "
+                                f"(permission '{_PERMISSION}')", permission=_PERMISSION,
+                                role=principal.role.value)
+            request = decode_authorize_json(raw)
+            if request is None:  # refused or unusual: orjson and AuthorizeIn say what it is
+                request = decode_authorize(_loads(raw))
+            request_id = headers.get(b"x-request-id")
+            caller = Caller(request_id=request_id.decode("latin-1")[:200],
+                            key_id=principal.key_id) if request_id else _caller(principal.key_id)
+            lock = None if request.plan_id is None else state.plan_cache.get(request.plan_id)
+            if (lock is None and request.plan_id is not None) \
+                    or not state.registry.fresh(state.sessions):
+                # The plan or the registry must be read first: the same steps, awaited.
+                await check_authorize(request, principal, state=state)
+                answer, record = await decide(request, sessions=state.sessions,
+                                              cache=state.plan_cache, registry=state.registry,
+                                              masked=state.settings.masked, caller=caller)
+            else:
+                check_scope(request, principal, lock,
+                            allow_inline=state.settings.allow_inline_profiles)
+                answer, record = decide_with(request, lock, registry=state.registry,
+                                             masked=state.settings.masked, caller=caller)
+            # Encoded before the commit is awaited: when a commit is acknowledged, its
+            # requests then go out back to back.
+            body = orjson.dumps(answer)
+            if state.decision_log is not None:
+                try:
+                    await state.decision_log.write([record])
+                except RecordingFailed as failed:
+                    raise not_recorded(failed) from None
         except Exception as exc:  # rendered exactly as the FastAPI handlers render it
             response = await _render(scope, exc)
             await response(scope, receive, send)
             return
-        await send({"type": "http.response.start", "status": status,
+        await send({"type": "http.response.start", "status": 200,
                     "headers": [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
 
-    async def _handle(self, scope: dict, receive: Any) -> tuple[int, bytes]:
-        # Every step that can answer from memory is a plain call: a request with a known
-        # key on a cached plan awaits only its body and its record's commit.
-        state = self.state
-        raw = await read_body(scope, receive, self.limit)
-        if raw is None:
-            raise ConnectionAbortedError("client disconnected")
-        headers = dict(scope["headers"])
-        key_hash = _key_hash(headers.get(b"authorization", b""))
-        principal = state.authenticator.remembered(key_hash)
-        if principal is None:
-            principal = await state.authenticator.look_up(key_hash)
-        if state.rate_limiter is not None:
-            state.rate_limiter.take(principal.key_id)
-        if principal.role not in _RULE.roles:
-            raise Forbidden(f"a key with role '{principal.role}' may not POST {PATH} "
-                            f"(permission '{_PERMISSION}')", permission=_PERMISSION,
-                            role=principal.role.value)
-        request = decode_authorize_json(raw)
-        if request is None:  # refused or unusual: orjson and AuthorizeIn say what it is
-            try:
-                data = orjson.loads(raw) if raw else None
-            except orjson.JSONDecodeError as exc:
-                return 422, _envelope("invalid_json", f"body is not valid JSON: {exc.msg}")
-            request = decode_authorize(data)
-        request_id = headers.get(b"x-request-id")
-        caller = Caller(request_id=request_id.decode("latin-1")[:200],
-                        key_id=principal.key_id) if request_id else _caller(principal.key_id)
-        lock = None if request.plan_id is None else state.plan_cache.get(request.plan_id)
-        if (lock is None and request.plan_id is not None) \
-                or not state.registry.fresh(state.sessions):
-            # The plan or the registry must be read first: the same steps, awaited.
-            await check_authorize(request, principal, state=state)
-            answer, record = await decide(request, sessions=state.sessions,
-                                          cache=state.plan_cache, registry=state.registry,
-                                          masked=state.settings.masked, caller=caller)
-        else:
-            check_scope(request, principal, lock,
-                        allow_inline=state.settings.allow_inline_profiles)
-            answer, record = decide_with(request, lock, registry=state.registry,
-                                         masked=state.settings.masked, caller=caller)
-        if state.decision_log is not None:
-            try:
-                await state.decision_log.write([record])
-            except RecordingFailed as failed:
-                raise not_recorded(failed) from None
-        return 200, orjson.dumps(answer)
+
+class _InvalidJSON(Exception):
+    """The body is not JSON at all: 422 invalid_json (before any field is looked at)."""
+
+
+def _loads(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError as exc:
+        raise _InvalidJSON(f"body is not valid JSON: {exc.msg}") from None
 
 
 @lru_cache(maxsize=1024)
@@ -124,19 +131,30 @@ def _caller(key_id: str | None) -> Caller:
     return Caller(key_id=key_id)
 
 
+# Authorization header -> its key's hash, for the headers seen lately: SHA-256 costs more
+# than the rest of authentication. Bounded; forgotten all at once when full (a key's
+# validity is the key cache's business: this only remembers a pure function's results).
+_HASHES: dict[bytes, str] = {}
+_HASHES_MAX = 1024
+
+
 def _key_hash(header: bytes) -> str:
+    known = _HASHES.get(header)
+    if known is not None:
+        return known
     scheme, _, secret = header.decode("latin-1").partition(" ")
     if scheme.lower() != "bearer" or not secret.strip():
         raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
-    return hash_secret(secret.strip())
-
-
-def _envelope(code: str, message: str) -> bytes:
-    return orjson.dumps({"error": {"code": code, "message": message, "details": {}}})
+    if len(_HASHES) >= _HASHES_MAX:
+        _HASHES.clear()
+    key_hash = _HASHES[header] = hash_secret(secret.strip())
+    return key_hash
 
 
 async def _render(scope: dict, exc: Exception) -> Any:
     request = Request(scope)
+    if isinstance(exc, _InvalidJSON):
+        return handlers.envelope(422, "invalid_json", str(exc))
     if isinstance(exc, ValidationError):
         return await handlers.render_validation(list(exc.errors()))
     if isinstance(exc, ToolgateError):

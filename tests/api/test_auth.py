@@ -85,6 +85,35 @@ async def test_key_lifecycle(client):
     assert revoked["revoked_at"] is not None and revoked["revoked_by"] == "admin-token"
 
 
+async def test_a_key_revoked_after_use_is_refused_on_the_hot_route(both_paths):
+    """The hot route remembers which hash a header's key has; that must not outlive the
+    key: revocation is the key cache's word, asked on every request."""
+    client = both_paths
+    secret = (await new_key(client, "agent", ["web"]))["key"]
+    body = {"plan_id": "no-such-plan", "tool": {"name": "fs.read"}}
+    for _ in range(2):  # the second request takes the remembered hash
+        r = await client.post("/v1/authorize-tool", json=body, headers=bearer(secret))
+        assert r.status_code == 404, r.text
+    key_id = (await client.get("/v1/keys")).json()["items"][0]["id"]
+    assert (await client.delete(f"/v1/keys/{key_id}")).status_code == 204
+    r = await client.post("/v1/authorize-tool", json=body, headers=bearer(secret))
+    assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized"
+    r = await client.post("/v1/authorize-tool", json=body,
+                          headers={"Authorization": "Basic " + secret})
+    assert r.status_code == 401
+
+
+def test_the_hot_routes_hash_memory_is_bounded():
+    from app.api import fastpath
+
+    headers = [f"Bearer tg_{n:040d}".encode() for n in range(fastpath._HASHES_MAX * 3)]
+    for header in headers:
+        assert fastpath._key_hash(header) == hash_secret(header.decode()[7:])
+        assert len(fastpath._HASHES) <= fastpath._HASHES_MAX
+    with pytest.raises(Unauthorized):
+        fastpath._key_hash(b"Bearer   ")
+
+
 async def test_only_a_hash_of_the_secret_is_stored(client):
     created = await new_key(client, "auditor")
     state = client.app.state.toolgate
