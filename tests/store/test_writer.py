@@ -114,6 +114,9 @@ async def test_batches_chain_onto_records_other_transactions_added(database_url)
         await store.commit([_iso(_record("second"))])
         if isinstance(store, PostgresStore):
             assert store.rechained == 1
+            # Its backend writes the log's pages out as it goes, not all at the next
+            # checkpoint (docs/performance.md: checkpoint stalls).
+            assert await store._conn.fetchval("SHOW backend_flush_after") == "256kB"
         async with engine.connect() as conn:
             rows = (await conn.execute(select(LogRecord.__table__).order_by(
                 LogRecord.seq))).mappings().all()
