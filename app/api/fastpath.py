@@ -26,7 +26,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from starlette.requests import Request
 
 from app.api import handlers
-from app.api.middleware import read_body
+from app.api.middleware import body_from
 from app.api.wire import decode_authorize, decode_authorize_json
 from app.auth.keys import hash_secret
 from app.auth.roles import rule_for
@@ -34,7 +34,7 @@ from app.auth.scope import check_authorize, check_scope
 from app.decide import Caller, decide, decide_with
 from app.decisions.audit import not_recorded
 from app.decisions.log import RecordingFailed
-from app.errors import Forbidden, ToolgateError, Unauthorized
+from app.errors import Forbidden, PayloadTooLarge, ToolgateError, Unauthorized
 from app.policy.checks import MissingCapability
 
 log = logging.getLogger("toolgate")
@@ -64,10 +64,19 @@ class FastAuthorize:
         # cached plan awaits only its body and its record's commit.
         state = self.state
         try:
-            raw = await read_body(scope, receive, self.limit)
-            if raw is None:
-                return  # the client went away
             headers = dict(scope["headers"])
+            length = headers.get(b"content-length")
+            if length is not None and length.isdigit() and int(length) > self.limit:
+                raise PayloadTooLarge(f"request body exceeds {self.limit} bytes")
+            message = await receive()
+            if message["type"] == "http.request" and not message.get("more_body", False):
+                raw = message.get("body", b"")  # the whole body in one message: the rule
+                if len(raw) > self.limit:
+                    raise PayloadTooLarge(f"request body exceeds {self.limit} bytes")
+            else:
+                raw = await body_from(message, receive, self.limit)
+                if raw is None:
+                    return  # the client went away
             key_hash = _key_hash(headers.get(b"authorization", b""))
             principal = state.authenticator.remembered(key_hash)
             if principal is None:

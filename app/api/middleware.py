@@ -19,10 +19,14 @@ async def read_body(scope: dict, receive: Any, limit: int) -> bytes | None:
     for name, value in scope["headers"]:
         if name == b"content-length" and value.isdigit() and int(value) > limit:
             raise PayloadTooLarge(f"request body exceeds {limit} bytes")
+    return await body_from(await receive(), receive, limit)
+
+
+async def body_from(message: dict, receive: Any, limit: int) -> bytes | None:
+    """The body that starts with `message` (the first one received), as read_body."""
     chunks: list[bytes] = []
     size = 0
     while True:
-        message = await receive()
         if message["type"] == "http.disconnect":
             return None
         chunk = message.get("body", b"")
@@ -32,6 +36,7 @@ async def read_body(scope: dict, receive: Any, limit: int) -> bytes | None:
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
+        message = await receive()
 
 
 class BodyLimit:
