@@ -481,6 +481,55 @@ async def test_a_cached_key_is_renewed_in_the_background_before_it_expires(clien
         await auth.authenticate(secret)
 
 
+async def test_concurrent_lookups_of_one_key_share_one_read(client):
+    """Requests resuming together after a pause longer than the ttl (an agent fleet waking
+    up) find the key expired from the cache: they must make one database read between
+    them, not one each. A revocation during that read is not joined: later requests read
+    again and are refused."""
+    from app.auth.keys import Authenticator
+
+    state = client.app.state.toolgate
+    reads = [0]
+
+    def sessions():  # counts database reads
+        reads[0] += 1
+        return state.sessions()
+
+    auth = Authenticator(sessions=sessions, admin_token=None, cache=KeyCache(ttl=10))
+    created = await new_key(client, "agent")
+    key_hash = hash_secret(created["key"])
+    principals = await asyncio.gather(*(auth.look_up(key_hash) for _ in range(64)))
+    assert reads[0] == 1 and {p.key_id for p in principals} == {created["id"]}
+
+    auth.cache.clear()
+    first = asyncio.ensure_future(auth.look_up(key_hash))  # a read starts...
+    await asyncio.sleep(0)
+    async with state.sessions() as session:  # ...the key is revoked meanwhile...
+        await session.execute(update(ApiKey).where(ApiKey.key_hash == key_hash)
+                              .values(revoked_at=datetime.now(UTC)))
+        await session.commit()
+    auth.cache.clear()  # (what the revocation's commit does)
+    with pytest.raises(Unauthorized):  # ...so a look-up after it reads again
+        await auth.look_up(key_hash)
+    assert reads[0] == 3
+    await asyncio.gather(first, return_exceptions=True)
+
+
+async def test_a_caller_going_away_does_not_cancel_the_shared_read(client):
+    from app.auth.keys import Authenticator
+
+    state = client.app.state.toolgate
+    auth = Authenticator(sessions=state.sessions, admin_token=None, cache=KeyCache(ttl=10))
+    created = await new_key(client, "agent")
+    key_hash = hash_secret(created["key"])
+    leaving = asyncio.ensure_future(auth.look_up(key_hash))
+    staying = asyncio.ensure_future(auth.look_up(key_hash))
+    await asyncio.sleep(0)
+    leaving.cancel()
+    assert (await staying).key_id == created["id"]
+    assert leaving.cancelled()
+
+
 # --- rate limit -----------------------------------------------------------------------------
 
 async def test_rate_limit_answers_429_with_retry_after(client, settings):
