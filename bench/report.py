@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 # (name, what it is, target, higher_is_better)
@@ -10,26 +11,32 @@ TARGETS = {
     "sqlite_log_over_bare": ("toolgate+SQLite log / bare", 0.35, True),
     "sqlite_log_cost": ("SQLite: throughput lost to the log", 0.20, False),
     "pg_log_cost": ("Postgres: throughput lost to the log", 0.20, False),
-    "pg_log_p99_ms": ("toolgate+Postgres log: p99 at the run's connections, ms", 10.0, False),
+    "pg_log_p99_ms": ("toolgate+Postgres log: p99 at the run's connections, ms "
+                      "(median of rounds)", 10.0, False),
     "core_us": ("core evaluate, µs/decision", 5.0, False),
     "cedar_over_core": ("cedarpy time / core time", 40.0, True),
 }
 
 
-def _rps(rows: dict[str, Any], name: str) -> float | None:
-    row = rows.get(name) or {}
-    return row.get("rps") if row.get("rps") else None
+def ratio(rows: dict[str, Any], name: str, over: str) -> float | None:
+    """req/s of `name` over `over`: the median over rounds of the ratio within each round
+    (bench/scenarios.py says why), else of the two medians."""
+    top, bottom = rows.get(name) or {}, rows.get(over) or {}
+    if not top.get("rps") or not bottom.get("rps"):
+        return None
+    pairs = list(zip(top.get("rounds", []), bottom.get("rounds", []), strict=False))
+    if pairs and len(pairs) == len(top["rounds"]) == len(bottom["rounds"]):
+        return statistics.median(a["rps"] / b["rps"] for a, b in pairs)
+    return top["rps"] / bottom["rps"]
 
 
 def ratios(rows: dict[str, Any], core: dict[str, Any] | None) -> dict[str, Any]:
-    bare = _rps(rows, "bare")
     found: dict[str, float | None] = {}
     for name in ("pg_log", "sqlite_log"):
-        rps = _rps(rows, name)
-        found[f"{name}_over_bare"] = rps / bare if rps and bare else None
+        found[f"{name}_over_bare"] = ratio(rows, name, "bare")
     for db in ("sqlite", "pg"):
-        on, off = _rps(rows, f"{db}_log"), _rps(rows, f"{db}_nolog")
-        found[f"{db}_log_cost"] = 1 - on / off if on and off else None
+        kept = ratio(rows, f"{db}_log", f"{db}_nolog")
+        found[f"{db}_log_cost"] = None if kept is None else 1 - kept
     found["pg_log_p99_ms"] = (rows.get("pg_log") or {}).get("p99_ms")
     us = (core or {}).get("us", {})
     found["core_us"] = us.get("evaluate")
@@ -60,7 +67,6 @@ def _fmt(key: str, value: float | None) -> str:
 def table_lines(out: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     for workers, rows in out["load"].items():
-        bare = _rps(rows, "bare")
         lines += ["", f"workers={workers}",
                   "| scenario | req/s | p50 ms | p99 ms | ratio vs bare | worker RSS MiB "
                   "ready → after | non-2xx | in the log |",
@@ -70,13 +76,14 @@ def table_lines(out: dict[str, Any]) -> list[str]:
                 reason = row.get("skipped") or row.get("error", "")
                 lines.append(f"| {row['label']} | – | – | – | – | {reason[:80]} | – | – |")
                 continue
-            ratio = f"{row['rps'] / bare:.2f}" if bare else "n/a"
+            measured = ratio(rows, row["scenario"], "bare")
+            shown = f"{measured:.2f}" if measured is not None else "n/a"
             rss = (f"{'+'.join(map(str, row['rss_mib_ready']))} → "
                    f"{'+'.join(map(str, row['rss_mib_after']))}")
             logged = ("–" if "logged" not in row else
                       f"{row['logged']}" + ("" if row["logged_ok"] else " MISSING SOME"))
             lines.append(f"| {row['label']} | {row['rps']:.0f} | {row['p50_ms']:.2f} | "
-                         f"{row['p99_ms']:.2f} | {ratio} | {rss} | {row['non_2xx']} | "
+                         f"{row['p99_ms']:.2f} | {shown} | {rss} | {row['non_2xx']} | "
                          f"{logged} |")
         lines += ["", "CPU per answered request, µs (every process shares the machine's cores)",
                   "| scenario | worker(s) | log writer | postgres | wrk | machine idle |",

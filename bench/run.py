@@ -78,8 +78,10 @@ def main(argv: list[str] | None = None) -> int:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=10, help="measured seconds per "
-                        "scenario (default 10)")
+    parser.add_argument("--seconds", type=float, default=4, help="measured seconds per "
+                        "scenario and round (default 4)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds: every scenario is "
+                        "measured once a round, the order alternating (default 3)")
     parser.add_argument("--warmup", type=float, default=2, help="warm-up seconds per "
                         "scenario, not measured (default 2)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1], help="uvicorn worker "
@@ -118,7 +120,7 @@ def options(args: argparse.Namespace, workers: int, workdir: Path, token: str,
                              token=token, log_level=args.log_level, workdir=workdir,
                              access_log=args.access_log, settings=extra_settings(args),
                              threads=args.threads, connections=args.connections,
-                             wrk_path=wrk_path)
+                             wrk_path=wrk_path, rounds=args.rounds)
 
 
 def extra_settings(args: argparse.Namespace) -> dict[str, str]:
@@ -152,26 +154,29 @@ def run_all(args: argparse.Namespace, workdir: Path, token: str,
         opts = options(args, workers, workdir, token, wrk_path)
         rows: dict[str, Any] = {}
         print(f"\n== load: {workers} worker(s), wrk -t{args.threads} -c{args.connections}, "
-              f"{args.warmup:g} s warm-up + {args.seconds:g} s each, log level "
+              f"{args.warmup:g} s warm-up, then {args.rounds} rounds of {args.seconds:g} s "
+              f"each (order alternating; medians), log level "
               f"{args.log_level}, access log {'on' if args.access_log else 'off'}"
               + "".join(f", {k}={v}" for k, v in opts.settings.items()))
+        runnable = []
         for name in args.scenarios:
             scenario = scenarios.BY_NAME[name]
             if scenario.database == "postgres" and pg_down:
                 rows[name] = {"scenario": name, "label": scenario.label,
                               "skipped": f"Postgres unreachable: {pg_down}"}
-                continue
-            try:
-                rows[name] = scenarios.measure(scenario, opts)
-            except Exception as exc:  # report and go on: one broken scenario is a finding
-                rows[name] = {"scenario": name, "label": scenario.label,
-                              "error": f"{type(exc).__name__}: {exc}"[:2000]}
-                print(f"  {name}: FAILED {rows[name]['error'][:600]}")
-                continue
+            else:
+                runnable.append(name)
+        rows.update(scenarios.measure(runnable, opts))
+        for name in runnable:
             row = rows[name]
+            if "error" in row:
+                print(f"  {name}: FAILED {row['error'][:600]}")
+                continue
             print(f"  {name:13s} {row['rps']:9.0f} req/s  p50 {row['p50_ms']:7.2f} ms  "
                   f"p99 {row['p99_ms']:7.2f} ms  non-2xx {row['non_2xx']}"
-                  + (f"  logged {row['logged']}" if "logged" in row else ""))
+                  + (f"  logged {row['logged']}" if "logged" in row else "")
+                  + "  rounds " + " ".join(f"{r['rps']:.0f}" for r in row["rounds"]))
+        rows = {name: rows[name] for name in args.scenarios}
         load[str(workers)] = rows
 
     out: dict[str, Any] = {"load": load}

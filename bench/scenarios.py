@@ -1,10 +1,17 @@
-"""The load scenarios: each starts its own server on loopback, prepares it, warms it up,
-measures it with wrk, and reads the worker's memory before and after."""
+"""The load scenarios: each starts its own server on loopback, prepares it and warms it up;
+then wrk measures them in turn, round after round, and the worker's memory is read before
+and after.
+
+Why rounds: on a shared virtual machine the same server's throughput drifts by 10-25 %
+over minutes (two runs of one commit gave 12,100 and 16,800 req/s an hour apart). Measured
+one after the other, each scenario once, a ratio against the bare app would carry that
+drift. So every server stays up, the rounds alternate the order (forwards, then backwards),
+and each ratio is the median over rounds of the ratio within a round."""
 
 from __future__ import annotations
 
+import statistics
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +58,7 @@ class Options:
     threads: int = 2
     connections: int = 64
     wrk_path: str = "wrk"
+    rounds: int = 1
 
 
 def launch(scenario: Scenario, opts: Options) -> tuple[srv.Server, str | None]:
@@ -71,8 +79,9 @@ def launch(scenario: Scenario, opts: Options) -> tuple[srv.Server, str | None]:
         folder = Path(tempfile.mkdtemp(prefix=f"{scenario.name}-", dir=opts.workdir))
         url = srv.sqlite_url(folder / "toolgate.db")
     else:
-        srv.recreate_postgres()
-        url = srv.PG_URL
+        database = f"{srv.PG_DATABASE}_{scenario.name}"
+        srv.recreate_postgres(database)
+        url = srv.pg_url(database)
     env = srv.clean_env(
         TOOLGATE_DATABASE_URL=url,
         TOOLGATE_ADMIN_TOKEN=opts.token,
@@ -140,26 +149,76 @@ def load(server: srv.Server, opts: Options, seconds: float) -> wrk.WrkResult:
                    connections=opts.connections)
 
 
-def measure(scenario: Scenario, opts: Options) -> dict[str, Any]:
-    started = time.monotonic()
-    server, url = launch(scenario, opts)
+def measure(names: list[str], opts: Options) -> dict[str, dict[str, Any]]:
+    """Every scenario in `names` up at once, measured in `opts.rounds` alternating rounds of
+    `opts.seconds` each; one row per scenario (an "error" row for one that fails)."""
+    rows: dict[str, dict[str, Any]] = {}
+    running: dict[str, tuple[Scenario, srv.Server, str | None, list[float]]] = {}
+    runs: dict[str, list[tuple[wrk.WrkResult, dict[str, Any]]]] = {}
+    warmed: dict[str, int] = {}
     try:
-        rss_ready = server.rss_mib()
-        warm = load(server, opts, opts.warmup) if opts.warmup > 0 else None
-        srv.settle(postgres=scenario.database == "postgres")
-        meter = cpu.Meter(server, postgres=scenario.database == "postgres")
-        result = load(server, opts, opts.seconds)
-        spent = meter.per_request(result.requests)
-        rss_after = server.rss_mib()
+        for name in names:
+            scenario = BY_NAME[name]
+            try:
+                server, url = launch(scenario, opts)
+            except Exception as exc:  # report and go on: one broken scenario is a finding
+                rows[name] = _failed(scenario, exc)
+                continue
+            running[name] = (scenario, server, url, server.rss_mib())
+            runs[name] = []
+            if opts.warmup > 0:
+                warmed[name] = load(server, opts, opts.warmup).requests
+        for round_ in range(opts.rounds):
+            for name in (list(running) if round_ % 2 == 0 else list(running)[::-1]):
+                scenario, server = running[name][:2]
+                postgres = scenario.database == "postgres"
+                srv.settle(postgres=postgres)
+                meter = cpu.Meter(server, postgres=postgres)
+                result = load(server, opts, opts.seconds)
+                runs[name].append((result, meter.per_request(result.requests)))
+        rss_after = {name: entry[1].rss_mib() for name, entry in running.items()}
     finally:
-        server.stop()
-    out: dict[str, Any] = {"scenario": scenario.name, "label": scenario.label,
-                           "workers": opts.workers, **result.as_dict(),
-                           "rss_mib_ready": rss_ready, "rss_mib_after": rss_after, **spent}
-    if scenario.database is not None and scenario.log:
-        # Every answered decision must be in the log (the server drained it on stop).
-        answered = result.requests + (warm.requests if warm else 0)
-        out["logged"] = srv.logged_decisions(url or "")
-        out["logged_ok"] = out["logged"] >= answered
-    out["wall_seconds"] = round(time.monotonic() - started, 1)
-    return out
+        for _, server, _, _ in running.values():
+            server.stop()  # the servers drain their logs before they exit
+    for name, (scenario, _, url, rss_ready) in running.items():
+        rows[name] = {"scenario": name, "label": scenario.label, "workers": opts.workers,
+                      **_combined(runs[name]), "rss_mib_ready": rss_ready,
+                      "rss_mib_after": rss_after[name]}
+        if scenario.database is not None and scenario.log:
+            # Every answered decision must be in the log (the server drained it on stop).
+            answered = rows[name]["requests"] + warmed.get(name, 0)
+            rows[name]["logged"] = srv.logged_decisions(url or "")
+            rows[name]["logged_ok"] = rows[name]["logged"] >= answered
+    return {name: rows[name] for name in names}
+
+
+def _failed(scenario: Scenario, exc: Exception) -> dict[str, Any]:
+    return {"scenario": scenario.name, "label": scenario.label,
+            "error": f"{type(exc).__name__}: {exc}"[:2000]}
+
+
+def _combined(runs: list[tuple[wrk.WrkResult, dict[str, Any]]]) -> dict[str, Any]:
+    """One scenario's rounds: medians of the rates and latencies, totals of the counts, CPU
+    per request over all of them; `rounds` keeps each round's own figures."""
+    results = [result for result, _ in runs]
+    requests = sum(r.requests for r in results)
+    cpu_us: dict[str, float] = {}
+    for result, spent in runs:
+        for group, us in spent["cpu_us_per_request"].items():
+            cpu_us[group] = cpu_us.get(group, 0.0) + us * result.requests / requests
+    idle = [spent["machine_idle_pct"] for _, spent in runs
+            if spent["machine_idle_pct"] is not None]
+    errors: dict[str, int] = {}
+    for r in results:
+        for kind, count in r.socket_errors.items():
+            errors[kind] = errors.get(kind, 0) + count
+    return {
+        "requests": requests, "seconds": round(sum(r.seconds for r in results), 2),
+        "rps": statistics.median(r.rps for r in results),
+        **{f"{q}_ms": statistics.median(getattr(r, f"{q}_ms") for r in results)
+           for q in ("p50", "p75", "p90", "p99")},
+        "non_2xx": sum(r.non_2xx for r in results), "socket_errors": errors,
+        "cpu_us_per_request": {group: round(us, 1) for group, us in cpu_us.items()},
+        "machine_idle_pct": round(statistics.mean(idle), 1) if idle else None,
+        "rounds": [{"rps": r.rps, "p50_ms": r.p50_ms, "p99_ms": r.p99_ms} for r in results],
+    }

@@ -16,8 +16,11 @@ import httpx
 
 HOST = "127.0.0.1"
 PG_ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
-PG_DATABASE = "toolgate_bench"
-PG_URL = f"postgresql+asyncpg://postgres@127.0.0.1:5432/{PG_DATABASE}"
+PG_DATABASE = "toolgate_bench"  # a scenario's database: toolgate_bench_<scenario>
+
+
+def pg_url(database: str) -> str:
+    return f"postgresql+asyncpg://postgres@127.0.0.1:5432/{database}"
 
 
 def free_port() -> int:
@@ -158,10 +161,10 @@ def postgres_unreachable() -> str | None:
     return None
 
 
-def recreate_postgres() -> None:
+def recreate_postgres(database: str) -> None:
     async def recreate(conn) -> None:  # type: ignore[no-untyped-def]
-        await conn.execute(f"DROP DATABASE IF EXISTS {PG_DATABASE} WITH (FORCE)")
-        await conn.execute(f"CREATE DATABASE {PG_DATABASE}")
+        await conn.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+        await conn.execute(f"CREATE DATABASE {database}")
 
     asyncio.run(_pg(recreate))
 
@@ -177,12 +180,13 @@ async def _pg(action, dsn: str = PG_ADMIN_DSN):  # type: ignore[no-untyped-def]
 
 
 def settle(postgres: bool) -> None:
-    """Start a measured run from quiet disks: write out what earlier runs left dirty in the
-    page cache and, for Postgres, checkpoint. Postgres checkpoints every checkpoint_timeout
-    (5 min by default) after any write; one that falls inside a 10 s run slows its commits
-    for a share of the run thirty times larger than of a five-minute window: the Postgres
-    p99 was 54 and 63 ms in two runs during a timed checkpoint (the server's log), ~10 ms
-    otherwise. After CHECKPOINT the next timed one is 5 minutes away."""
+    """Start a measured run from quiet disks: write out what earlier runs (of any server:
+    the rounds alternate between them) left dirty in the page cache, so that its writeback
+    does not stall this run's fsyncs, and, for Postgres, checkpoint. A checkpoint inside a
+    short run weighs on its p99 out of all proportion: a run's p99 was 54 and 63 ms during
+    a timed one (the server's log), ~10 ms otherwise. Under sustained load the log writes
+    ~20 MB of WAL a second, so Postgres checkpoints every ~25 s on its own (max_wal_size);
+    docs/performance.md gives the p99 over runs that span those."""
     os.sync()
     if postgres:
         asyncio.run(_pg(lambda conn: conn.execute("CHECKPOINT")))
@@ -195,5 +199,5 @@ def logged_decisions(database_url: str) -> int:
         path = database_url.split("///", 1)[1]
         with sqlite3.connect(path) as conn:
             return conn.execute(query).fetchone()[0]
-    dsn = PG_ADMIN_DSN.rsplit("/", 1)[0] + "/" + PG_DATABASE
+    dsn = PG_ADMIN_DSN.rsplit("/", 1)[0] + "/" + database_url.rsplit("/", 1)[1]
     return asyncio.run(_pg(lambda conn: conn.fetchval(query), dsn))
