@@ -199,3 +199,72 @@ async def test_nul_characters_are_refused_on_every_backend(client, path, body, f
     assert r.status_code == 422, r.text
     assert field in _fields(r)
     assert (await client.get(path)).status_code == 404
+
+
+async def _post_in_parts(app, path: str, parts: list[bytes], *, length: bool,
+                         complete: bool = True):
+    """POST straight to the ASGI app with the body in several messages (as a server passes a
+    chunked or slow upload on), with or without Content-Length."""
+    from tests.conftest import ADMIN_HEADERS
+
+    headers = [(k.lower().encode(), v.encode()) for k, v in ADMIN_HEADERS.items()]
+    headers.append((b"content-type", b"application/json"))
+    if length:
+        headers.append((b"content-length", str(sum(map(len, parts))).encode()))
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+             "method": "POST", "scheme": "http", "path": path, "raw_path": path.encode(),
+             "query_string": b"", "root_path": "", "headers": headers,
+             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80), "state": {}}
+    messages = [{"type": "http.request", "body": part,
+                 "more_body": i < len(parts) - 1 or not complete}
+                for i, part in enumerate(parts)]
+    sent: list[dict] = []
+
+    async def receive():
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+
+    await app(scope, receive, send)
+    if not sent:
+        return None, b""
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return sent[0]["status"], body
+
+
+@pytest.mark.parametrize("length", [True, False])
+async def test_a_body_in_several_parts_is_read_whole_on_the_hot_route(both_paths, length):
+    import orjson
+
+    body = orjson.dumps({"plan_id": "no-such-plan", "tool": TOOL})
+    parts = [body[:7], body[7:40], body[40:]]
+    status, answer = await _post_in_parts(both_paths.app, "/v1/authorize-tool", parts,
+                                          length=length)
+    assert status == 404 and orjson.loads(answer)["error"]["code"] == "not_found"
+    status, answer = await _post_in_parts(both_paths.app, "/v1/authorize-tool",
+                                          [body[:7], body[7:-1]], length=length)
+    assert status == 422 and orjson.loads(answer)["error"]["code"] == "invalid_json"
+
+
+async def test_a_body_past_the_limit_without_content_length_is_413(both_paths):
+    import orjson
+
+    big = orjson.dumps({"tool": {**TOOL, "args": {"x": "y" * (1024 * 1024)}}})
+    for parts in ([big], [big[:100], big[100:]], [big[: len(big) // 2], big[len(big) // 2:]]):
+        status, answer = await _post_in_parts(both_paths.app, "/v1/authorize-tool", parts,
+                                              length=False)
+        assert status == 413
+        assert orjson.loads(answer)["error"]["code"] == "payload_too_large"
+
+
+async def test_a_client_gone_mid_body_gets_nothing_and_nothing_is_decided(both_paths):
+    import orjson
+
+    log = both_paths.app.state.toolgate.decision_log
+    before = log.records if log is not None else 0
+    body = orjson.dumps({"tool": TOOL})
+    status, _ = await _post_in_parts(both_paths.app, "/v1/authorize-tool", [body[:10]],
+                                     length=True, complete=False)
+    assert status is None
+    assert (log.records if log is not None else 0) == before
