@@ -13,7 +13,7 @@ from uuid_utils import uuid7
 from app.api.schemas import AuthorizeIn
 from app.api.wire import AuthorizeWire
 from app.decisions.records import mask
-from app.plans import PlanCache, PlanLock, load_lock
+from app.plans import PlanCache, PlanLock
 from app.policy.checks import evaluate, unregistered
 from app.policy.model import LAYERS, Tool
 from app.registry import RegistryCache
@@ -49,10 +49,7 @@ async def decide(
     started = perf_counter()
     lock = None
     if request.plan_id is not None:
-        lock = cache.get(request.plan_id)
-        if lock is None:
-            async with sessions() as session:
-                lock = await load_lock(session, cache, request.plan_id)
+        lock = await cache.fetch(sessions, request.plan_id)
     await registry.ensure_fresh(sessions)
     return decide_with(request, lock, registry=registry, masked=masked, caller=caller,
                        started=started)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.errors import Conflict, InvalidInput, NotFound
 from app.policy.profiles import (
@@ -59,6 +60,7 @@ class PlanCache:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self._locks: dict[str, PlanLock] = {}
+        self._loading: dict[str, asyncio.Task] = {}  # reads in flight, by plan id
 
     def get(self, plan_id: str) -> PlanLock | None:
         return self._locks.get(plan_id)
@@ -72,6 +74,32 @@ class PlanCache:
 
     def __len__(self) -> int:
         return len(self._locks)
+
+    async def fetch(self, sessions: async_sessionmaker[AsyncSession], plan_id: str) -> PlanLock:
+        """The plan's lock, from memory or read once for every request that wants it at the
+        same time (a worker that has just started, under load: 64 requests for one plan made
+        64 identical reads). A plan that is not there is not shared: each caller that gets
+        NotFound reads again for itself, so a plan created during someone else's read is
+        found by whoever asked after its creation."""
+        lock = self._locks.get(plan_id)
+        if lock is not None:
+            return lock
+        reading = self._loading.get(plan_id)
+        if reading is None:
+            reading = self._loading[plan_id] = asyncio.get_running_loop().create_task(
+                _read_lock(sessions, self, plan_id))
+            reading.add_done_callback(lambda _: self._loading.pop(plan_id, None))
+        try:
+            # Shielded: one caller going away (cancelled) must not cancel the others' read.
+            return await asyncio.shield(reading)
+        except NotFound:
+            return await _read_lock(sessions, self, plan_id)
+
+
+async def _read_lock(sessions: async_sessionmaker[AsyncSession], cache: PlanCache,
+                     plan_id: str) -> PlanLock:
+    async with sessions() as session:
+        return await load_lock(session, cache, plan_id)
 
 
 async def load_lock(session: AsyncSession, cache: PlanCache, plan_id: str) -> PlanLock:

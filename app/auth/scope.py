@@ -13,7 +13,7 @@ from typing import Any
 from app.auth.keys import Principal
 from app.auth.roles import Role
 from app.errors import Forbidden, NotFound
-from app.plans import PlanLock, load_lock
+from app.plans import PlanLock
 
 
 def plan_not_found(plan_id: str) -> NotFound:
@@ -50,10 +50,7 @@ async def check_authorize(request: Any, principal: Principal, *, state: Any) -> 
     than any inline one, so it is refused too)."""
     lock: PlanLock | None = None
     if request.plan_id is not None and principal.scoped:
-        lock = state.plan_cache.get(request.plan_id)
-        if lock is None:
-            async with state.sessions() as session:
-                lock = await load_lock(session, state.plan_cache, request.plan_id)
+        lock = await state.plan_cache.fetch(state.sessions, request.plan_id)
     check_scope(request, principal, lock,
                 allow_inline=state.settings.allow_inline_profiles)
 

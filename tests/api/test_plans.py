@@ -117,6 +117,38 @@ async def test_lock_survives_a_new_app_instance(client, settings):
             assert r.json()["allowed"] is True
 
 
+async def test_requests_for_an_uncached_plan_share_one_read(client):
+    """A worker that has just started gets 64 requests for one plan at once: one read of
+    the plan between them. A plan that is not there is not shared: a caller that got
+    NotFound reads again, so a plan created meanwhile is found by whoever asked after."""
+    import asyncio
+
+    from app.errors import NotFound
+    from app.plans import PlanCache
+
+    state = client.app.state.toolgate
+    reads = [0]
+
+    def sessions():  # counts database reads
+        reads[0] += 1
+        return state.sessions()
+
+    await client.put("/v1/actions/act", json={"project": "web"})
+    await client.post("/v1/plans", json={"action_id": "act", "plan_id": "p1"})
+    cache = PlanCache(16)
+    locks = await asyncio.gather(*(cache.fetch(sessions, "p1") for _ in range(64)))
+    assert reads[0] == 1 and {lock.plan_id for lock in locks} == {"p1"}
+    assert await cache.fetch(sessions, "p1") is locks[0] and reads[0] == 1
+
+    reads[0] = 0
+    results = await asyncio.gather(*(cache.fetch(sessions, "p2") for _ in range(3)),
+                                   return_exceptions=True)
+    assert all(isinstance(r, NotFound) for r in results)
+    assert reads[0] == 4  # the shared read, then each caller's own
+    await client.post("/v1/plans", json={"action_id": "act", "plan_id": "p2"})
+    assert (await cache.fetch(sessions, "p2")).plan_id == "p2"
+
+
 async def test_plan_use_is_idempotent_and_conflicts_on_a_different_body(client):
     await client.put("/v1/actions/a", json={})
     await client.put("/v1/actions/b", json={})
