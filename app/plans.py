@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -20,6 +19,7 @@ from app.policy.profiles import (
     UnknownProfileError,
     resolve,
 )
+from app.shared import SharedReads
 from app.store import repo
 from app.store.engine import lock_key
 from app.store.tables import Action, Plan, utcnow
@@ -60,7 +60,7 @@ class PlanCache:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self._locks: dict[str, PlanLock] = {}
-        self._loading: dict[str, asyncio.Task] = {}  # reads in flight, by plan id
+        self._reads: SharedReads[PlanLock] = SharedReads()
 
     def get(self, plan_id: str) -> PlanLock | None:
         return self._locks.get(plan_id)
@@ -84,14 +84,8 @@ class PlanCache:
         lock = self._locks.get(plan_id)
         if lock is not None:
             return lock
-        reading = self._loading.get(plan_id)
-        if reading is None:
-            reading = self._loading[plan_id] = asyncio.get_running_loop().create_task(
-                _read_lock(sessions, self, plan_id))
-            reading.add_done_callback(lambda _: self._loading.pop(plan_id, None))
         try:
-            # Shielded: one caller going away (cancelled) must not cancel the others' read.
-            return await asyncio.shield(reading)
+            return await self._reads.get(plan_id, lambda: _read_lock(sessions, self, plan_id))
         except NotFound:
             return await _read_lock(sessions, self, plan_id)
 

@@ -26,7 +26,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from starlette.requests import Request
 
 from app.api import handlers
-from app.api.middleware import body_from
+from app.api.middleware import body_from, refuse_declared, too_large
 from app.api.wire import decode_authorize, decode_authorize_json
 from app.auth.keys import hash_secret
 from app.auth.roles import rule_for
@@ -34,7 +34,7 @@ from app.auth.scope import check_authorize, check_scope
 from app.decide import Caller, decide, decide_with
 from app.decisions.audit import not_recorded
 from app.decisions.log import RecordingFailed
-from app.errors import Forbidden, PayloadTooLarge, ToolgateError, Unauthorized
+from app.errors import Forbidden, ToolgateError, Unauthorized
 from app.policy.checks import MissingCapability
 
 log = logging.getLogger("toolgate")
@@ -65,14 +65,12 @@ class FastAuthorize:
         state = self.state
         try:
             headers = dict(scope["headers"])
-            length = headers.get(b"content-length")
-            if length is not None and length.isdigit() and int(length) > self.limit:
-                raise PayloadTooLarge(f"request body exceeds {self.limit} bytes")
+            refuse_declared(headers.get(b"content-length"), self.limit)
             message = await receive()
             if message["type"] == "http.request" and not message.get("more_body", False):
                 raw = message.get("body", b"")  # the whole body in one message: the rule
                 if len(raw) > self.limit:
-                    raise PayloadTooLarge(f"request body exceeds {self.limit} bytes")
+                    raise too_large(self.limit)
             else:
                 raw = await body_from(message, receive, self.limit)
                 if raw is None:

@@ -17,9 +17,20 @@ async def read_body(scope: dict, receive: Any, limit: int) -> bytes | None:
     """The whole request body, or None when the client disconnected; PayloadTooLarge past
     `limit` bytes (refused from Content-Length before reading when it says so)."""
     for name, value in scope["headers"]:
-        if name == b"content-length" and value.isdigit() and int(value) > limit:
-            raise PayloadTooLarge(f"request body exceeds {limit} bytes")
+        if name == b"content-length":
+            refuse_declared(value, limit)
     return await body_from(await receive(), receive, limit)
+
+
+def refuse_declared(content_length: bytes | None, limit: int) -> None:
+    """PayloadTooLarge when Content-Length says more than `limit`: before reading."""
+    if content_length is not None and content_length.isdigit() \
+            and int(content_length) > limit:
+        raise too_large(limit)
+
+
+def too_large(limit: int) -> PayloadTooLarge:
+    return PayloadTooLarge(f"request body exceeds {limit} bytes")
 
 
 async def body_from(message: dict, receive: Any, limit: int) -> bytes | None:
@@ -32,7 +43,7 @@ async def body_from(message: dict, receive: Any, limit: int) -> bytes | None:
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise PayloadTooLarge(f"request body exceeds {limit} bytes")
+            raise too_large(limit)
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)

@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.auth import repo
 from app.auth.roles import Role
 from app.errors import Unauthorized
+from app.shared import SharedReads
 
 log = logging.getLogger("toolgate.auth")
 
@@ -161,8 +162,8 @@ class Authenticator:
         self.sessions = sessions
         self.cache = cache
         self._renewals: set[asyncio.Task] = set()  # referenced until done
-        # Reads in flight, by key hash, with the cache generation they started in.
-        self._reading: dict[str, tuple[int, asyncio.Task]] = {}
+        # Reads in flight, by (key hash, the cache generation they started in).
+        self._reads: SharedReads[Principal] = SharedReads()
         self._admin_hash = hash_secret(admin_token) if admin_token else None
 
     async def authenticate(self, secret: str) -> Principal:
@@ -177,19 +178,9 @@ class Authenticator:
         after a pause longer than the cache's ttl, 64 of them at once made 64 identical
         reads, a 50 ms stall (docs/performance.md). A look-up never joins a read that
         began before a revocation (a cache clear): it starts its own."""
-        generation = self.cache.generation
-        entry = self._reading.get(key_hash)
-        if entry is None or entry[0] != generation:
-            task = asyncio.get_running_loop().create_task(self._read(key_hash))
-            entry = self._reading[key_hash] = (generation, task)
-            task.add_done_callback(lambda _: self._forget(key_hash, task))
-        # Shielded: one caller going away (cancelled) must not cancel the others' read.
-        return self._unexpired(await asyncio.shield(entry[1]))
-
-    def _forget(self, key_hash: str, task: asyncio.Task) -> None:
-        entry = self._reading.get(key_hash)
-        if entry is not None and entry[1] is task:
-            del self._reading[key_hash]
+        principal = await self._reads.get((key_hash, self.cache.generation),
+                                           lambda: self._read(key_hash))
+        return self._unexpired(principal)
 
     def remembered(self, key_hash: str) -> Principal | None:
         """The principal of a key hash from memory (the admin token, or a cached key, whose
