@@ -116,9 +116,63 @@ class FastAuthorize:
             response = await _render(scope, exc)
             await response(scope, receive, send)
             return
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+        await _answer(send, body)
+
+
+async def _answer(send: Any, body: bytes) -> None:
+    """200 with the JSON `body`, written to the connection in one piece under uvicorn.
+
+    uvicorn writes the status line and headers, then the body, as two socket writes. On a
+    loopback or LAN client that reads each one as it lands, that is two wakeups of the
+    client and two TCP segments per answer: one write instead measured +18-24 % req/s on
+    this route (docs/performance.md). So while uvicorn handles our two messages, its
+    request cycle writes into a holder that passes the bytes on in one write afterwards
+    (and before a close). Only when `send` is a uvicorn cycle's method with a transport;
+    under any other server the messages go out as from any ASGI app."""
+    start = {"type": "http.response.start", "status": 200,
+             "headers": [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]}
+    message = {"type": "http.response.body", "body": body}
+    cycle = getattr(send, "__self__", None)
+    transport = getattr(cycle, "transport", None)
+    if transport is None or not type(cycle).__module__.startswith("uvicorn."):
+        await send(start)
+        await send(message)
+        return
+    held = _OneWrite(transport)
+    cycle.transport = held
+    try:
+        await send(start)
+        await send(message)
+    finally:
+        cycle.transport = transport
+        held.release()
+
+
+class _OneWrite:
+    """Stands in for a transport: keeps what is written until `release` (or `close`), then
+    writes it all at once. Anything else is the transport's own."""
+
+    __slots__ = ("_transport", "_parts")
+
+    def __init__(self, transport: Any) -> None:
+        self._transport = transport
+        self._parts: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self._parts.append(data)
+
+    def release(self) -> None:
+        if self._parts:
+            data = b"".join(self._parts)
+            self._parts.clear()
+            self._transport.write(data)
+
+    def close(self) -> None:  # uvicorn closes after the body when the client asked to
+        self.release()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 class _InvalidJSON(Exception):

@@ -1,0 +1,118 @@
+"""The hot route's answer reaches the connection in one write under uvicorn (both of its
+HTTP implementations), whole and in order, with keep-alive and with Connection: close.
+
+Driven through uvicorn's own protocol classes over a recording transport, as uvicorn's
+tests do, so what is checked is what uvicorn would put on the socket."""
+
+import asyncio
+
+import orjson
+import pytest
+from uvicorn.config import Config
+from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.server import ServerState
+
+from tests.conftest import ADMIN_TOKEN
+
+READER = {"name": "fs.read", "capability": {"writes": False, "checkpointable": True,
+                                            "unsafe": False}}
+
+
+class Recording(asyncio.Transport):
+    """What a socket would be sent: each write, and when the connection was closed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+        self.closed_after: int | None = None  # how many writes came before close()
+
+    def write(self, data: bytes) -> None:
+        assert self.closed_after is None, "written after close"
+        self.writes.append(bytes(data))
+
+    def close(self) -> None:
+        if self.closed_after is None:
+            self.closed_after = len(self.writes)
+
+    def is_closing(self) -> bool:
+        return self.closed_after is not None
+
+    def get_extra_info(self, name: str, default=None):
+        return {"sockname": ("127.0.0.1", 8000),
+                "peername": ("127.0.0.1", 50000)}.get(name, default)
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+def _request(body: bytes, *, close: bool = False) -> bytes:
+    head = (f"POST /v1/authorize-tool HTTP/1.1\r\nHost: toolgate\r\n"
+            f"Authorization: Bearer {ADMIN_TOKEN}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n")
+    return (head + ("Connection: close\r\n" if close else "") + "\r\n").encode() + body
+
+
+def _responses(data: bytes) -> list[tuple[int, dict[str, str], bytes]]:
+    out = []
+    while data:
+        head, _, data = data.partition(b"\r\n\r\n")
+        status_line, *lines = head.decode().split("\r\n")
+        headers = {k.lower(): v for k, v in (line.split(": ", 1) for line in lines)}
+        length = int(headers["content-length"])
+        out.append((int(status_line.split()[1]), headers, data[:length]))
+        data = data[length:]
+    return out
+
+
+async def _serve(app, protocol_class, data: bytes, answers: int) -> Recording:
+    config = Config(app=app, lifespan="off", proxy_headers=False, log_level="warning")
+    config.load()
+    transport = Recording()
+    protocol = protocol_class(config=config, server_state=ServerState(), app_state={})
+    protocol.connection_made(transport)
+    protocol.data_received(data)
+    for _ in range(500):  # the decision's commit is awaited: bounded, never a hang
+        if len(_responses(b"".join(transport.writes))) >= answers:
+            break
+        await asyncio.sleep(0.01)
+    return transport
+
+
+@pytest.fixture
+async def plan(client):
+    await client.put("/v1/actions/act-1", json={"project": "web"})
+    r = await client.post("/v1/plans", json={"action_id": "act-1", "plan_id": "p-1"})
+    assert r.status_code == 201
+    return orjson.dumps({"plan_id": "p-1", "tool": READER})
+
+
+@pytest.mark.parametrize("protocol_class", [HttpToolsProtocol, H11Protocol])
+async def test_an_answer_is_one_write_and_keep_alive_goes_on(client, plan, protocol_class):
+    transport = await _serve(client.app, protocol_class, _request(plan) + _request(plan), 2)
+    answers = _responses(b"".join(transport.writes))
+    assert [status for status, _, _ in answers] == [200, 200]
+    assert [orjson.loads(body)["allowed"] for _, _, body in answers] == [True, True]
+    assert len(transport.writes) == 2  # one per answer: status line, headers and body
+    assert transport.closed_after is None
+
+
+@pytest.mark.parametrize("protocol_class", [HttpToolsProtocol, H11Protocol])
+async def test_with_connection_close_the_answer_is_written_before_the_close(
+        client, plan, protocol_class):
+    transport = await _serve(client.app, protocol_class, _request(plan, close=True), 1)
+    [(status, headers, body)] = _responses(b"".join(transport.writes))
+    assert status == 200 and orjson.loads(body)["allowed"] is True
+    assert headers.get("connection") == "close"
+    assert transport.writes and transport.closed_after == len(transport.writes) == 1
+
+
+async def test_errors_on_the_hot_route_are_answered_whole(client, plan):
+    bad = orjson.dumps({"plan_id": "no-such-plan", "tool": READER})
+    transport = await _serve(client.app, HttpToolsProtocol, _request(bad) + _request(plan), 2)
+    (status, _, body), (then, _, _) = _responses(b"".join(transport.writes))
+    assert status == 404 and orjson.loads(body)["error"]["code"] == "not_found"
+    assert then == 200
