@@ -82,7 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             notifier=notifier,
         )
         if isinstance(app, ToolgateApp) and app.fast_path is not None:
-            app.fast_path.state = app.state.toolgate
+            app.fast_path.attach(app.state.toolgate)
         # Everything allocated so far lives as long as the process: keep it out of the
         # cyclic GC's full collections, which otherwise walk ~120k start-up objects
         # (~45 ms, a pause every in-flight request waits for) again and again.

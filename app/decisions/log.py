@@ -20,6 +20,7 @@ import asyncio
 import logging
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -124,6 +125,11 @@ class DecisionLog:
         self._frame = 0
         self.batches = 0  # commits acknowledged by the current writer
         self.records = 0
+        # Called (call_soon) with an acknowledgement's number right after the requests it
+        # released: their continuations are queued just before it, so it runs after all of
+        # them and before anything queued later (the hot route writes their answers there).
+        self.after_ack: Callable[[int], object] | None = None
+        self._acks_seen = 0
 
     async def start(self) -> None:
         acks: asyncio.StreamReader | None = None
@@ -163,7 +169,9 @@ class DecisionLog:
             out.write_eof()
         await acks
 
-    async def write(self, records: list[dict[str, Any]]) -> None:
+    async def write(self, records: list[dict[str, Any]]) -> int | None:
+        """Returns once the records are committed: the number of the acknowledgement that
+        released them when an `after_ack` hook will run for it, else None."""
         if not self.running():
             await self._restart()
         loop = self._loop  # set by start(), which _restart() ran if needed
@@ -175,7 +183,7 @@ class DecisionLog:
         elif not self._flush_scheduled:
             self._flush_scheduled = True
             loop.call_soon(self._flush)
-        await future
+        return await future
 
     async def _restart(self) -> None:
         if self._closed:
@@ -256,9 +264,13 @@ class DecisionLog:
                 if error is None:
                     self.batches = commits
                     self.records += count
+                    self._acks_seen += 1
+                    hook, number = self.after_ack, self._acks_seen
                     for future in futures:
                         if not future.done():
-                            future.set_result(None)
+                            future.set_result(number if hook is not None else None)
+                    if hook is not None:
+                        asyncio.get_running_loop().call_soon(hook, number)
                 else:
                     self._fail(futures, RecordingFailed(error))
         except (OSError, ValueError) as exc:  # a broken connection or a garbled line

@@ -1,10 +1,12 @@
 """The hot route's answer reaches the connection in one write under uvicorn (both of its
-HTTP implementations), whole and in order, with keep-alive and with Connection: close.
+HTTP implementations), whole and in order, with keep-alive and with Connection: close;
+the answers one commit released are written together, after all of them were decided.
 
 Driven through uvicorn's own protocol classes over a recording transport, as uvicorn's
 tests do, so what is checked is what uvicorn would put on the socket."""
 
 import asyncio
+import uuid
 
 import orjson
 import pytest
@@ -13,6 +15,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
+from app.api.fastpath import _Outbox
+from app.decisions.records import new_record
 from tests.conftest import ADMIN_TOKEN
 
 READER = {"name": "fs.read", "capability": {"writes": False, "checkpointable": True,
@@ -22,13 +26,16 @@ READER = {"name": "fs.read", "capability": {"writes": False, "checkpointable": T
 class Recording(asyncio.Transport):
     """What a socket would be sent: each write, and when the connection was closed."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_write=None) -> None:
         super().__init__()
         self.writes: list[bytes] = []
         self.closed_after: int | None = None  # how many writes came before close()
+        self._on_write = on_write
 
     def write(self, data: bytes) -> None:
         assert self.closed_after is None, "written after close"
+        if self._on_write is not None:
+            self._on_write()
         self.writes.append(bytes(data))
 
     def close(self) -> None:
@@ -68,17 +75,25 @@ def _responses(data: bytes) -> list[tuple[int, dict[str, str], bytes]]:
     return out
 
 
-async def _serve(app, protocol_class, data: bytes, answers: int) -> Recording:
+def _connect(app, protocol_class, transport: Recording):
     config = Config(app=app, lifespan="off", proxy_headers=False, log_level="warning")
     config.load()
-    transport = Recording()
     protocol = protocol_class(config=config, server_state=ServerState(), app_state={})
     protocol.connection_made(transport)
-    protocol.data_received(data)
+    return protocol
+
+
+async def _answered(transport: Recording, answers: int) -> None:
     for _ in range(500):  # the decision's commit is awaited: bounded, never a hang
         if len(_responses(b"".join(transport.writes))) >= answers:
-            break
+            return
         await asyncio.sleep(0.01)
+
+
+async def _serve(app, protocol_class, data: bytes, answers: int) -> Recording:
+    transport = Recording()
+    _connect(app, protocol_class, transport).data_received(data)
+    await _answered(transport, answers)
     return transport
 
 
@@ -116,3 +131,61 @@ async def test_errors_on_the_hot_route_are_answered_whole(client, plan):
     (status, _, body), (then, _, _) = _responses(b"".join(transport.writes))
     assert status == 404 and orjson.loads(body)["error"]["code"] == "not_found"
     assert then == 200
+
+
+async def test_the_answers_of_one_commit_leave_together_after_all_were_decided(client, plan):
+    """Four connections whose requests arrive in one loop turn share a commit: no answer is
+    written before every one of them is complete, then each is written once, whole."""
+    await _serve(client.app, HttpToolsProtocol, _request(plan), 1)  # key and plan cached
+    protocols: list = []
+    early: list[bool] = []
+
+    def on_write() -> None:  # at each socket write: had every request been answered?
+        early.append(not all(p.cycle is not None and p.cycle.response_complete
+                             for p in protocols))
+
+    transports = [Recording(on_write) for _ in range(4)]
+    for transport in transports:
+        protocols.append(_connect(client.app, HttpToolsProtocol, transport))
+    for protocol in protocols:
+        protocol.data_received(_request(plan))
+    for transport in transports:
+        await _answered(transport, 1)
+    for transport in transports:
+        [(status, _, body)] = _responses(b"".join(transport.writes))
+        assert status == 200 and orjson.loads(body)["allowed"] is True
+        assert len(transport.writes) == 1
+    assert early == [False] * 4
+
+
+async def test_the_log_runs_its_after_ack_hook_after_the_requests_it_released(client):
+    log = client.app.state.toolgate.decision_log
+    events: list[tuple[str, int | None]] = []
+    hook = log.after_ack
+    log.after_ack = lambda number: events.append(("hook", number))
+    try:
+        async def decide() -> None:
+            number = await log.write([new_record("authorize", str(uuid.uuid4()))])
+            events.append(("resumed", number))
+
+        await asyncio.gather(*(decide() for _ in range(5)))
+        await asyncio.sleep(0)
+    finally:
+        log.after_ack = hook
+    numbers = {number for _, number in events}
+    assert len(numbers) == 1 and None not in numbers  # one commit, one acknowledgement
+    assert [kind for kind, _ in events] == ["resumed"] * 5 + ["hook"]
+
+
+def test_an_outbox_writes_in_order_and_never_holds_after_its_flush():
+    outbox = _Outbox()
+    a, b, gone = Recording(), Recording(), Recording()
+    gone.close()
+    assert outbox.hold(a, b"1", 1) and outbox.hold(b, b"2", 1) and outbox.hold(gone, b"x", 1)
+    assert outbox.hold(a, b"3", 1)
+    assert a.writes == b.writes == []
+    outbox.flush(1)
+    assert a.writes == [b"1", b"3"] and b.writes == [b"2"] and gone.writes == []
+    # a request of an acknowledgement already flushed (it waited to send) writes itself
+    assert not outbox.hold(a, b"4", 1) and not outbox.hold(a, b"5", None)
+    assert outbox.hold(a, b"6", 2)
