@@ -114,17 +114,20 @@ class FastAuthorize:
             # Encoded before the commit is awaited: when a commit is acknowledged, its
             # requests then go out back to back.
             body = orjson.dumps(answer)
-            ack = None
+            ack, outbox = None, None
             if state.decision_log is not None:
                 try:
                     ack = await state.decision_log.write([record])
                 except RecordingFailed as failed:
                     raise not_recorded(failed) from None
+                # Held for a flush only if this outbox's flush is the hook that will run.
+                if ack is not None and state.decision_log.after_ack == self._outbox.flush:
+                    outbox = self._outbox
         except Exception as exc:  # rendered exactly as the FastAPI handlers render it
             response = await _render(scope, exc)
             await response(scope, receive, send)
             return
-        await _answer(send, body, self._outbox if ack is not None else None, ack)
+        await _answer(send, body, outbox, ack)
 
 
 async def _answer(send: Any, body: bytes, outbox: _Outbox | None, ack: int | None) -> None:
@@ -134,8 +137,11 @@ async def _answer(send: Any, body: bytes, outbox: _Outbox | None, ack: int | Non
     loopback or LAN client that reads each one as it lands, that is two wakeups of the
     client and two TCP segments per answer. So while uvicorn handles our two messages, its
     request cycle writes into a holder that passes the bytes on in one write afterwards
-    (and before a close). Only when `send` is a uvicorn cycle's method with a transport;
-    under any other server the messages go out as from any ASGI app.
+    (and before a close). Only when `send` is the method of a cycle of uvicorn's httptools
+    protocol (`uvicorn[standard]`, what `toolgate serve` runs): its response-complete step
+    writes nothing itself. uvicorn's h11 protocol does (it parses a pipelined next request
+    there and may answer it 400 and close), which would put that answer before ours, so
+    under h11, as under any other server, the messages go out as from any ASGI app.
 
     Given the `outbox` and the number of the commit acknowledgement that released this
     request, the write waits in the outbox until every request of that acknowledgement
@@ -145,7 +151,7 @@ async def _answer(send: Any, body: bytes, outbox: _Outbox | None, ack: int | Non
     message = {"type": "http.response.body", "body": body}
     cycle = getattr(send, "__self__", None)
     transport = getattr(cycle, "transport", None)
-    if transport is None or not type(cycle).__module__.startswith("uvicorn."):
+    if transport is None or type(cycle).__module__ != _HTTPTOOLS:
         await send(start)
         await send(message)
         return
@@ -159,6 +165,9 @@ async def _answer(send: Any, body: bytes, outbox: _Outbox | None, ack: int | Non
         data = held.release()
         if data and not (outbox is not None and outbox.hold(transport, data, ack)):
             transport.write(data)
+
+
+_HTTPTOOLS = "uvicorn.protocols.http.httptools_impl"
 
 
 class _OneWrite:

@@ -280,12 +280,14 @@ class DecisionLog:
             self._connected = False
             if self._out is not None:
                 self._out.close()
+            # Its frames are taken before awaiting its exit: a request meanwhile starts a new
+            # writer, and the frames sent to that one are not this writer's to fail.
+            inflight, self._inflight = self._inflight, {}
             why = ("the decision log writer exited "
                    f"({await process.wait()})" if process is not None else
                    "the connection to the shared decision log writer was lost")
-            if self._inflight:
-                log.error("%s with %d batches unrecorded", why, len(self._inflight))
-            inflight, self._inflight = self._inflight, {}
+            if inflight:
+                log.error("%s with %d batches unrecorded", why, len(inflight))
             for futures, timer, _ in inflight.values():
                 timer.cancel()
                 self._fail(futures, RecordingFailed(why))

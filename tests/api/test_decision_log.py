@@ -335,6 +335,38 @@ async def test_a_writer_that_dies_fails_what_it_held_and_is_replaced(client):
     assert (await client.get("/v1/audit/verify")).json()["ok"] is True
 
 
+async def test_a_new_writers_frames_are_not_failed_with_the_old_writer(client):
+    """The old writer's exit is still being awaited when a request starts a new writer:
+    that request is recorded and allowed; only what the old writer held may fail."""
+    import os
+    import signal
+
+    await _plan(client)
+    authorize = {"plan_id": "p-1", "tool": READER}
+    assert (await client.post("/v1/authorize-tool", json=authorize)).status_code == 200
+    log = client.app.state.toolgate.decision_log
+    old = log._process
+    exited = old.wait
+
+    async def noticed_late() -> int:  # until a frame is in flight to the next writer
+        for _ in range(1000):
+            if log._inflight:
+                break
+            await asyncio.sleep(0.002)
+        return await exited()
+
+    old.wait = noticed_late
+    os.kill(old.pid, signal.SIGKILL)
+    for _ in range(500):
+        if not log.running():
+            break
+        await asyncio.sleep(0.01)
+    r = await asyncio.wait_for(client.post("/v1/authorize-tool", json=authorize), 10)
+    assert r.status_code == 200 and r.json()["allowed"] is True, r.text
+    assert log._process is not old
+    assert (await client.get(f"/v1/decisions/{r.json()['decision_id']}")).status_code == 200
+
+
 async def test_a_decision_not_committed_in_time_is_refused(client, settings):
     """decision_log_timeout_seconds bounds the wait for the commit: past it, 503."""
     import os
