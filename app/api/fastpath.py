@@ -199,13 +199,13 @@ class _OneWrite:
 
 
 class _Outbox:
-    """The answers of the requests one commit acknowledgement released, written together.
+    """The answers of the requests one acknowledgement (one frame) released, written together.
 
     When the acknowledgement arrives, DecisionLog resolves its requests' futures, which
     queues their continuations on the event loop one after the other, and then queues
     `flush` (its `after_ack` hook). Each continuation puts its answer here; `flush` then
     writes them all in a row, so a client that reads as data arrives wakes once for the
-    burst rather than once per answer (+5-8 % with the log, docs/performance.md).
+    burst rather than once per answer (+8 % with the log, docs/performance.md).
 
     Nothing else can run between those continuations and `flush`: an answer waits here only
     while the requests of its own acknowledgement run. That matters because uvicorn
