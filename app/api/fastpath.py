@@ -59,7 +59,7 @@ class FastAuthorize:
         """Serve with `state`; the decision log's acknowledgements flush the outbox."""
         self.state = state
         if state.decision_log is not None:
-            state.decision_log.after_ack = self._outbox.flush
+            state.decision_log.after_ack = self._outbox
 
     @staticmethod
     def handles(scope: dict) -> bool:
@@ -120,8 +120,8 @@ class FastAuthorize:
                     ack = await state.decision_log.write([record])
                 except RecordingFailed as failed:
                     raise not_recorded(failed) from None
-                # Held for a flush only if this outbox's flush is the hook that will run.
-                if ack is not None and state.decision_log.after_ack == self._outbox.flush:
+                # Held for a flush only if this outbox is the hook that will run.
+                if ack is not None and state.decision_log.after_ack is self._outbox:
                     outbox = self._outbox
         except Exception as exc:  # rendered exactly as the FastAPI handlers render it
             response = await _render(scope, exc)
@@ -238,6 +238,8 @@ class _Outbox:
                 transport.write(data)
             except Exception:  # one broken connection must not keep the others' answers
                 log.exception("writing an answer failed")
+
+    __call__ = flush  # the decision log's after_ack hook
 
 
 class _InvalidJSON(Exception):
