@@ -112,24 +112,23 @@ class SQLiteStore:
 
 
 _PG_LOCK_HEAD = "SELECT seq, hash FROM chain_head WHERE id = 1 FOR UPDATE"
-_PG_COLUMN_TYPES = """SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute
-WHERE attrelid = 'decision_log'::regclass AND attnum > 0 AND NOT attisdropped"""
 
-
-def _pg_append(types: dict[str, str]) -> str:
-    """One statement, one round trip: move the chain head from where this writer last saw
-    it ($4, $5) to the batch's last record ($1, $2), and insert the batch's rows (one JSON
-    array of row objects, $6) only if the head was still there. In autocommit it is one
-    transaction: the head and the rows move together or not at all.
-
-    The rows travel as JSON because that is one parameter orjson writes and Postgres reads
-    in C; as 21 typed arrays asyncpg's encoder spent more CPU per row than all the rest of
-    the writer's work on it."""
-    fields = ", ".join(f'"{c}" {types[c]}' for c in COLUMNS)
-    return (f"WITH moved AS (UPDATE chain_head SET seq = $1, hash = $2, updated_at = $3 "
-            f"WHERE id = 1 AND seq = $4 AND hash = $5 RETURNING 1) "
-            f"INSERT INTO decision_log ({_QUOTED}) SELECT r.* FROM moved, "
-            f"json_to_recordset($6::json) AS r({fields})")
+# One statement, one round trip: move the chain head from where this writer last saw it
+# ($4, $5) to the batch's last record ($1, $2), and insert the batch's rows ($6) only if
+# the head was still there. In autocommit it is one transaction: the head and the rows move
+# together or not at all.
+#
+# The rows travel as one array of the table's own row type, which asyncpg encodes in binary
+# and Postgres reads with record_recv: no text to parse. Sent as one JSON document read by
+# json_to_recordset they cost Postgres 20 µs more per row (35 against 13, measured on 64-row
+# batches into the table without its indexes: docs/performance.md), more than the indexes;
+# as 21 separate typed arrays, asyncpg's encoder cost the writer more than the rest of its
+# work. COLUMNS is the table's column order (tests/store checks it), which is the row type's.
+_PG_APPEND = (
+    "WITH moved AS (UPDATE chain_head SET seq = $1, hash = $2, updated_at = $3 "
+    "WHERE id = 1 AND seq = $4 AND hash = $5 RETURNING 1) "
+    f"INSERT INTO decision_log ({_QUOTED}) SELECT r.* FROM moved, "
+    "unnest($6::decision_log[]) AS r")
 
 
 # The log grows by ~20 MB a second under load, and this connection's backend writes most
@@ -144,7 +143,7 @@ _PG_SESSION = {"backend_flush_after": "256kB"}
 
 class PostgresStore:
     """Extends the chain optimistically: the writer remembers the head it last wrote and
-    sends each batch chained onto it in one statement (see _pg_append), instead of the five
+    sends each batch chained onto it in one statement (see _PG_APPEND), instead of the five
     round trips of lock, read, COPY, update, commit. The statement waits for the row lock
     like any other chain writer (app.decisions.log.append), then checks the head it finds,
     so the chain stays one chain.
@@ -158,7 +157,6 @@ class PostgresStore:
     def __init__(self, dsn: str, timeout: float) -> None:
         self._dsn, self._timeout = dsn, timeout
         self._conn: Any = None
-        self._append = ""
         self._head: tuple[int, str] | None = None
         self.rechained = 0  # batches chained again because the head had moved
 
@@ -184,22 +182,15 @@ class PostgresStore:
 
         conn = await asyncpg.connect(self._dsn, timeout=self._timeout,
                                      server_settings=_PG_SESSION)
-        try:
-            self._append = _pg_append(dict(await conn.fetch(_PG_COLUMN_TYPES)))
-        except BaseException:
-            conn.terminate()
-            raise
         self._conn, self._head = conn, None
         return conn
 
     async def _extend(self, conn: Any, records: list[dict[str, Any]],
                       head: tuple[int, str]) -> bool:
         """Chain `records` onto `head` and write them if the head is still there."""
-        rows, seq, prev = chain_rows(records, *head, time=str)  # created_at: the ISO text
-        for row in rows:
-            _row(row)  # KeyError for a missing column: json_to_recordset would NULL it
-        status = await conn.execute(self._append, seq, prev, _now(), *head,
-                                    orjson.dumps(rows).decode())
+        rows, seq, prev = chain_rows(records, *head)  # created_at: a datetime
+        status = await conn.execute(_PG_APPEND, seq, prev, _now(), *head,
+                                    list(map(_row, rows)))
         if status != f"INSERT 0 {len(rows)}":
             self._head = None
             return False
