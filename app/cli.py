@@ -76,6 +76,9 @@ def serve(
             log_level=settings.log_level,
             access_log=settings.access_log,
             proxy_headers=False,
+            # uvicorn's httptools protocol, answering the hot route without an ASGI task
+            # (app/api/protocol.py); every other request is served exactly as by uvicorn.
+            http="app.api.protocol:ToolgateHttpToolsProtocol",
         )
 
 

@@ -106,14 +106,21 @@ async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
             yield c
 
 
-@pytest.fixture(params=["fast-path", "fastapi-route"])
+@pytest.fixture(params=["protocol", "fast-path", "fastapi-route"])
 async def both_paths(request: pytest.FixtureRequest,
                      settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """A client for tests that must hold on the plain-ASGI hot route (app/api/fastpath.py)
-    and on the FastAPI route it stands in for: same answers, same envelope."""
-    app = create_app(settings.model_copy(update={"fast_path": request.param == "fast-path"}))
+    """A client for tests that must hold on every way the hot route is served: through
+    `toolgate serve`'s HTTP protocol (app/api/protocol.py, bytes in and out), the plain-ASGI
+    route (app/api/fastpath.py) and the FastAPI route they stand in for: same answers,
+    same envelope."""
+    from app.api.protocol import ToolgateHttpToolsProtocol
+    from tests.uvicorn_wire import ProtocolTransport
+
+    app = create_app(settings.model_copy(update={"fast_path": request.param != "fastapi-route"}))
     async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
+        transport: httpx.AsyncBaseTransport = (
+            ProtocolTransport(app, ToolgateHttpToolsProtocol) if request.param == "protocol"
+            else httpx.ASGITransport(app=app))
         async with httpx.AsyncClient(transport=transport, base_url="http://toolgate",
                                      headers=ADMIN_HEADERS) as c:
             c.app = app  # type: ignore[attr-defined]

@@ -42,6 +42,9 @@ log = logging.getLogger("toolgate")
 PATH = "/v1/authorize-tool"
 _PERMISSION, _RULE = rule_for("POST", PATH)
 _JSON_HEADERS = [(b"content-type", b"application/json")]
+# Set in the ASGI scope when the protocol's hot route already spent this request's
+# rate-limit token before handing the request to __call__ (which must not spend another).
+TOKEN_TAKEN = "toolgate.rate_limit_token_taken"
 
 
 class FastAuthorize:
@@ -53,13 +56,13 @@ class FastAuthorize:
         # The app's AppState, handed over by the lifespan that builds it (`attach`): reading
         # it through Starlette's State (a Python __getattr__) cost 0.5 µs a request.
         self.state: Any = None
-        self._outbox = _Outbox()
+        self.outbox = _Outbox()
 
     def attach(self, state: Any) -> None:
         """Serve with `state`; the decision log's acknowledgements flush the outbox."""
         self.state = state
         if state.decision_log is not None:
-            state.decision_log.after_ack = self._outbox
+            state.decision_log.after_ack = self.outbox
 
     @staticmethod
     def handles(scope: dict) -> bool:
@@ -86,7 +89,7 @@ class FastAuthorize:
             principal = state.authenticator.remembered(key_hash)
             if principal is None:
                 principal = await state.authenticator.look_up(key_hash)
-            if state.rate_limiter is not None:
+            if state.rate_limiter is not None and not scope.get(TOKEN_TAKEN):
                 state.rate_limiter.take(principal.key_id)
             if principal.role not in _RULE.roles:
                 raise Forbidden(f"a key with role '{principal.role}' may not POST {PATH} "
@@ -95,9 +98,7 @@ class FastAuthorize:
             request = decode_authorize_json(raw)
             if request is None:  # refused or unusual: orjson and AuthorizeIn say what it is
                 request = decode_authorize(_loads(raw))
-            request_id = headers.get(b"x-request-id")
-            caller = Caller(request_id=request_id.decode("latin-1")[:200],
-                            key_id=principal.key_id) if request_id else _caller(principal.key_id)
+            caller = _caller_of(headers, principal.key_id)
             lock = None if request.plan_id is None else state.plan_cache.get(request.plan_id)
             if (lock is None and request.plan_id is not None) \
                     or not state.registry.fresh(state.sessions):
@@ -121,13 +122,49 @@ class FastAuthorize:
                 except RecordingFailed as failed:
                     raise not_recorded(failed) from None
                 # Held for a flush only if this outbox is the hook that will run.
-                if ack is not None and state.decision_log.after_ack is self._outbox:
-                    outbox = self._outbox
+                if ack is not None and state.decision_log.after_ack is self.outbox:
+                    outbox = self.outbox
         except Exception as exc:  # rendered exactly as the FastAPI handlers render it
             response = await _render(scope, exc)
             await response(scope, receive, send)
             return
         await _answer(send, body, outbox, ack)
+
+
+    def ready(self, scope: dict, headers: dict[bytes, bytes], raw: bytes
+              ) -> tuple[bytes, dict[str, Any] | None] | None:
+        """The answer's JSON body and its log record (None with the log off), decided from
+        memory without awaiting anything; or None when the request needs __call__ (an
+        unknown key or plan, a stale registry, anything refused or unusual), which then
+        runs every step and renders whatever error there is. The HTTP protocol's hot route
+        (app/api/protocol.py) calls it; nothing it does before that hand-over has an effect
+        but the rate limiter's token, which it marks in `scope` as spent."""
+        state = self.state
+        if state is None or len(raw) > self.limit:
+            return None
+        try:
+            principal = state.authenticator.remembered(
+                _key_hash(headers.get(b"authorization", b"")))
+            if principal is None or principal.role not in _RULE.roles:
+                return None
+            request = decode_authorize_json(raw)
+            if request is None:
+                return None
+            lock = None if request.plan_id is None else state.plan_cache.get(request.plan_id)
+            if (lock is None and request.plan_id is not None) \
+                    or not state.registry.fresh(state.sessions):
+                return None
+            check_scope(request, principal, lock,
+                        allow_inline=state.settings.allow_inline_profiles)
+            if state.rate_limiter is not None:
+                state.rate_limiter.take(principal.key_id)
+                scope[TOKEN_TAKEN] = True
+            answer, record = decide_with(request, lock, registry=state.registry,
+                                         masked=state.settings.masked,
+                                         caller=_caller_of(headers, principal.key_id))
+        except Exception:  # __call__ meets it again and renders it
+            return None
+        return orjson.dumps(answer), (record if state.decision_log is not None else None)
 
 
 async def _answer(send: Any, body: bytes, outbox: _Outbox | None, ack: int | None) -> None:
@@ -251,6 +288,12 @@ def _loads(raw: bytes) -> Any:
         return orjson.loads(raw) if raw else None
     except orjson.JSONDecodeError as exc:
         raise _InvalidJSON(f"body is not valid JSON: {exc.msg}") from None
+
+
+def _caller_of(headers: dict[bytes, bytes], key_id: str | None) -> Caller:
+    request_id = headers.get(b"x-request-id")
+    return Caller(request_id=request_id.decode("latin-1")[:200],
+                  key_id=key_id) if request_id else _caller(key_id)
 
 
 @lru_cache(maxsize=1024)

@@ -21,6 +21,7 @@ import logging
 import subprocess
 import sys
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import orjson
@@ -119,9 +120,9 @@ class DecisionLog:
         self._acks: asyncio.Task | None = None
         self._starting: asyncio.Task | None = None
         self._closed = False
-        self._pending: list[tuple[list[dict[str, Any]], asyncio.Future]] = []
+        self._pending: list[tuple[list[dict[str, Any]], Done]] = []
         self._flush_scheduled = False
-        self._inflight: dict[int, tuple[list[asyncio.Future], asyncio.TimerHandle, int]] = {}
+        self._inflight: dict[int, tuple[list[Done], asyncio.TimerHandle, int]] = {}
         self._frame = 0
         self.batches = 0  # commits acknowledged by the current writer
         self.records = 0
@@ -174,16 +175,30 @@ class DecisionLog:
         released them when an `after_ack` hook will run for it, else None."""
         if not self.running():
             await self._restart()
-        loop = self._loop  # set by start(), which _restart() ran if needed
-        assert loop is not None
-        future: asyncio.Future = loop.create_future()
-        self._pending.append((records, future))
+        assert self._loop is not None  # set by start(), which _restart() ran if needed
+        future: asyncio.Future = self._loop.create_future()
+        self._enqueue(records, partial(_settle, future))
+        return await future
+
+    def submit(self, records: list[dict[str, Any]], done: Done) -> bool:
+        """write() without a coroutine, for the HTTP protocol's hot route: `done(number,
+        None)` is called once the records are committed (number as write() returns it),
+        `done(None, RecordingFailed)` if they are not. Called from the acknowledgement
+        reader itself, before the after_ack hook runs, so `done` must not block or raise.
+        False (and `done` is never called) when no writer is running: write() starts one."""
+        if not self._connected:
+            return False
+        self._enqueue(records, done)
+        return True
+
+    def _enqueue(self, records: list[dict[str, Any]], done: Done) -> None:
+        self._pending.append((records, done))
         if len(self._pending) >= FRAME_REQUESTS:
             self._send()  # the end-of-turn flush, if scheduled, sends what comes after
         elif not self._flush_scheduled:
             self._flush_scheduled = True
-            loop.call_soon(self._flush)
-        return await future
+            assert self._loop is not None
+            self._loop.call_soon(self._flush)
 
     async def _restart(self) -> None:
         if self._closed:
@@ -226,23 +241,23 @@ class DecisionLog:
             self._frame += 1
             out.write(frame + b"\n")
         except Exception as exc:  # closed pipe: not recorded
-            self._fail([future for _, future in pending], exc)
+            self._fail([done for _, done in pending], exc)
             return
-        futures = [future for _, future in pending]
+        waiters = [done for _, done in pending]
         assert self._loop is not None
         timer = self._loop.call_later(self._timeout, self._expire, self._frame)
-        self._inflight[self._frame] = (futures, timer, len(records))
+        self._inflight[self._frame] = (waiters, timer, len(records))
 
-    def _serialisable(self, pending: list[tuple[list[dict[str, Any]], asyncio.Future]]
-                      ) -> list[tuple[list[dict[str, Any]], asyncio.Future]]:
+    def _serialisable(self, pending: list[tuple[list[dict[str, Any]], Done]]
+                      ) -> list[tuple[list[dict[str, Any]], Done]]:
         kept = []
-        for records, future in pending:
+        for records, done in pending:
             try:
                 orjson.dumps(records)
             except orjson.JSONEncodeError as exc:
-                self._fail([future], RecordingFailed(f"the record cannot be written: {exc}"))
+                self._fail([done], RecordingFailed(f"the record cannot be written: {exc}"))
             else:
-                kept.append((records, future))
+                kept.append((records, done))
         return kept
 
     def _expire(self, frame: int) -> None:
@@ -259,20 +274,18 @@ class DecisionLog:
                 entry = self._inflight.pop(frame, None)
                 if entry is None:
                     continue  # expired already
-                futures, timer, count = entry
+                waiters, timer, count = entry
                 timer.cancel()
                 if error is None:
                     self.batches = commits
                     self.records += count
                     self._acks_seen += 1
                     hook, number = self.after_ack, self._acks_seen
-                    for future in futures:
-                        if not future.done():
-                            future.set_result(number if hook is not None else None)
+                    _call(waiters, number if hook is not None else None, None)
                     if hook is not None:
                         asyncio.get_running_loop().call_soon(hook, number)
                 else:
-                    self._fail(futures, RecordingFailed(error))
+                    self._fail(waiters, RecordingFailed(error))
         except (OSError, ValueError) as exc:  # a broken connection or a garbled line
             log.error("decision log writer: %s", exc)
         finally:
@@ -288,13 +301,33 @@ class DecisionLog:
                    "the connection to the shared decision log writer was lost")
             if inflight:
                 log.error("%s with %d batches unrecorded", why, len(inflight))
-            for futures, timer, _ in inflight.values():
+            for waiters, timer, _ in inflight.values():
                 timer.cancel()
-                self._fail(futures, RecordingFailed(why))
+                self._fail(waiters, RecordingFailed(why))
 
     @staticmethod
-    def _fail(futures: list[asyncio.Future], error: BaseException) -> None:
-        for future in futures:
-            if not future.done():
-                future.set_exception(error if isinstance(error, RecordingFailed)
-                                     else RecordingFailed(str(error) or type(error).__name__))
+    def _fail(waiters: list[Done], error: BaseException) -> None:
+        _call(waiters, None, error if isinstance(error, RecordingFailed)
+              else RecordingFailed(str(error) or type(error).__name__))
+
+
+# What waits for a request's records: called with (acknowledgement number or None, None)
+# once they are committed, or (None, RecordingFailed) when they are not.
+Done = Callable[[int | None, RecordingFailed | None], object]
+
+
+def _settle(future: asyncio.Future, number: int | None, error: RecordingFailed | None) -> None:
+    """write()'s Done: the awaiting request resumes with the number or the error."""
+    if not future.done():
+        if error is None:
+            future.set_result(number)
+        else:
+            future.set_exception(error)
+
+
+def _call(waiters: list[Done], number: int | None, error: RecordingFailed | None) -> None:
+    for done in waiters:
+        try:
+            done(number, error)
+        except Exception:  # one request's answer must not keep the others' from them
+            log.exception("answering a recorded decision failed")

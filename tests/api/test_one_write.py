@@ -12,50 +12,19 @@ import uuid
 
 import orjson
 import pytest
-from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-from uvicorn.server import ServerState
 
 from app.api.fastpath import _Outbox
 from app.decisions.records import new_record
 from tests.conftest import ADMIN_TOKEN
+from tests.uvicorn_wire import Recording
+from tests.uvicorn_wire import answered as _answered
+from tests.uvicorn_wire import connect as _connect
+from tests.uvicorn_wire import responses as _responses
 
 READER = {"name": "fs.read", "capability": {"writes": False, "checkpointable": True,
                                             "unsafe": False}}
-
-
-class Recording(asyncio.Transport):
-    """What a socket would be sent: each write, and when the connection was closed."""
-
-    def __init__(self, on_write=None) -> None:
-        super().__init__()
-        self.writes: list[bytes] = []
-        self.closed_after: int | None = None  # how many writes came before close()
-        self._on_write = on_write
-
-    def write(self, data: bytes) -> None:
-        assert self.closed_after is None, "written after close"
-        if self._on_write is not None:
-            self._on_write()
-        self.writes.append(bytes(data))
-
-    def close(self) -> None:
-        if self.closed_after is None:
-            self.closed_after = len(self.writes)
-
-    def is_closing(self) -> bool:
-        return self.closed_after is not None
-
-    def get_extra_info(self, name: str, default=None):
-        return {"sockname": ("127.0.0.1", 8000),
-                "peername": ("127.0.0.1", 50000)}.get(name, default)
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
 
 
 def _request(body: bytes, *, close: bool = False) -> bytes:
@@ -63,33 +32,6 @@ def _request(body: bytes, *, close: bool = False) -> bytes:
             f"Authorization: Bearer {ADMIN_TOKEN}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n")
     return (head + ("Connection: close\r\n" if close else "") + "\r\n").encode() + body
-
-
-def _responses(data: bytes) -> list[tuple[int, dict[str, str], bytes]]:
-    out = []
-    while data:
-        head, _, data = data.partition(b"\r\n\r\n")
-        status_line, *lines = head.decode().split("\r\n")
-        headers = {k.lower(): v for k, v in (line.split(": ", 1) for line in lines)}
-        length = int(headers.get("content-length", len(data)))  # else: up to the close
-        out.append((int(status_line.split()[1]), headers, data[:length]))
-        data = data[length:]
-    return out
-
-
-def _connect(app, protocol_class, transport: Recording):
-    config = Config(app=app, lifespan="off", proxy_headers=False, log_level="warning")
-    config.load()
-    protocol = protocol_class(config=config, server_state=ServerState(), app_state={})
-    protocol.connection_made(transport)
-    return protocol
-
-
-async def _answered(transport: Recording, answers: int) -> None:
-    for _ in range(500):  # the decision's commit is awaited: bounded, never a hang
-        if len(_responses(b"".join(transport.writes))) >= answers:
-            return
-        await asyncio.sleep(0.01)
 
 
 async def _serve(app, protocol_class, data: bytes, answers: int) -> Recording:
