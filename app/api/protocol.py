@@ -123,6 +123,14 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
     def _recorded(self, cycle: Any, body: bytes, number: int | None,
                   error: RecordingFailed | None) -> None:
         """The decision log's answer for one request: committed (`number`), or not."""
+        try:
+            self._answer_recorded(cycle, body, number, error)
+        except Exception:  # no answer can be given: the client sees the connection end
+            log.exception("answering a decision failed; closing its connection")
+            self.transport.close()
+
+    def _answer_recorded(self, cycle: Any, body: bytes, number: int | None,
+                         error: RecordingFailed | None) -> None:
         if error is None:
             self._finish(cycle, self._ok(cycle, body), number)
             return
