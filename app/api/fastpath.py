@@ -131,14 +131,15 @@ class FastAuthorize:
         await _answer(send, body, outbox, ack)
 
 
-    def ready(self, scope: dict, headers: dict[bytes, bytes], raw: bytes
+    def ready(self, marks: dict[str, Any], headers: dict[bytes, bytes], raw: bytes
               ) -> tuple[bytes, dict[str, Any] | None] | None:
         """The answer's JSON body and its log record (None with the log off), decided from
         memory without awaiting anything; or None when the request needs __call__ (an
         unknown key or plan, a stale registry, anything refused or unusual), which then
         runs every step and renders whatever error there is. The HTTP protocol's hot route
         (app/api/protocol.py) calls it; nothing it does before that hand-over has an effect
-        but the rate limiter's token, which it marks in `scope` as spent."""
+        but the rate limiter's token, which it marks in `marks` as spent (the protocol puts
+        them in the ASGI scope it then builds)."""
         state = self.state
         if state is None or len(raw) > self.limit:
             return None
@@ -158,7 +159,7 @@ class FastAuthorize:
                         allow_inline=state.settings.allow_inline_profiles)
             if state.rate_limiter is not None:
                 state.rate_limiter.take(principal.key_id)
-                scope[TOKEN_TAKEN] = True
+                marks[TOKEN_TAKEN] = True
             answer, record = decide_with(request, lock, registry=state.registry,
                                          masked=state.settings.masked,
                                          caller=_caller_of(headers, principal.key_id))

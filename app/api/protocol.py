@@ -9,15 +9,16 @@ connection when the commit is acknowledged. Per request that skips the ASGI task
 its coroutine, the receive/send messages, uvicorn's per-message header checks and the
 await on the commit (docs/performance.md has the figures).
 
-Everything else about the request stays uvicorn's: it parses the request and builds the
-same scope and RequestResponseCycle, whose state (`response_complete`, `keep_alive`,
-`disconnected`) its keep-alive, pipelining, shutdown and connection-lost handling read as
-always. Only the start of the ASGI task is held back until the body is complete; then,
-for anything `ready` does not answer (an unknown key or plan, any refusal, a body over
-the flow-control mark, a client that expects 100-continue, a pipelined request, a
-connection whose writes are paused), the task starts as uvicorn would
-have started it and the ASGI app (app/api/fastpath.py) runs every step, rendering
-errors with the one envelope. So the answer, headers included, is the same either way.
+Everything else stays uvicorn's: it parses every request, and whatever is not answered
+here gets the scope, RequestResponseCycle and ASGI task uvicorn's own code builds. A hot
+request's cycle is a `_HotCycle`, which holds the state uvicorn's keep-alive, pipelining,
+shutdown and connection-lost handling read and set; its scope is never built. For
+anything `ready` does not answer (an unknown key or plan, any refusal), a body past the
+flow-control mark, a client that expects 100-continue, a pipelined request or a
+connection whose writes are paused, the ASGI app (app/api/fastpath.py) runs every step,
+rendering errors with the one envelope. So the answer, headers included, is the same
+either way (tests/api/test_protocol.py; the decision cases and bad inputs run through
+this protocol too).
 """
 
 from __future__ import annotations
@@ -56,60 +57,105 @@ def _fast_path(app: Any) -> FastAuthorize | None:
     return None
 
 
+class _NoEvent:
+    """Stands in for a cycle's message_event: nothing waits on a hot cycle's."""
+
+    __slots__ = ()
+
+    def set(self) -> None:
+        pass
+
+
+class _HotCycle:
+    """The request-response state uvicorn's protocol reads and sets on `self.cycle`
+    (body, more_body, keep_alive, disconnected, response_complete, message_event), for a
+    request answered here: no scope, no asyncio.Event, no ASGI task."""
+
+    __slots__ = ("body", "more_body", "keep_alive", "disconnected", "response_started",
+                 "response_complete", "http_version", "flags")
+    message_event = _NoEvent()
+
+    def __init__(self, keep_alive: bool, http_version: str) -> None:
+        self.body = bytearray()
+        self.more_body = True
+        self.keep_alive = keep_alive
+        self.disconnected = self.response_started = self.response_complete = False
+        self.http_version = http_version
+        self.flags: dict[str, Any] = {}  # what FastAuthorize.ready marks for the ASGI app
+
+
 class ToolgateHttpToolsProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._fast = _fast_path(self.app) if not self.root_path else None
-        self._holding = False  # set while uvicorn handles the headers of an eligible request
-        self._held: tuple[Any, Any] | None = None  # (cycle, app) whose task waits for its body
+
+    # uvicorn builds the request's ASGI scope when its message begins; here it is built only
+    # for a request that needs it (all but the hot route's), with uvicorn's own code.
+    def on_message_begin(self) -> None:
+        self.url = b""
+        self.expect_100_continue = False
+        self.headers = []
+        self.scope = None  # type: ignore[assignment]
+
+    def _begin_scope(self) -> None:
+        url, headers, expect = self.url, self.headers, self.expect_100_continue
+        super().on_message_begin()  # a new scope, and url, headers, expect reset
+        self.url, self.headers, self.expect_100_continue = url, headers, expect
+        self.scope["headers"] = headers
 
     def on_headers_complete(self) -> None:
         fast = self._fast
-        self._holding = (
-            fast is not None and fast.state is not None and self.url == _PATH
-            and not self.expect_100_continue
-            and (self.cycle is None or self.cycle.response_complete)
-            and not self.flow.write_paused and self.parser.get_method() == b"POST"
-        )
-        try:
-            super().on_headers_complete()
-        finally:
-            self._holding = False
-
-    def _start_asgi_task(self, cycle: Any, app: Any) -> None:
-        if self._holding and app is self.app:
-            self._held = (cycle, app)  # started, or answered, once the body is complete
+        parser = self.parser
+        if (fast is not None and fast.state is not None and self.url == _PATH
+                and not self.expect_100_continue
+                and (self.cycle is None or self.cycle.response_complete)
+                and not self.flow.write_paused and parser.get_method() == b"POST"
+                and not parser.should_upgrade()):
+            version = parser.get_http_version()
+            self.cycle = _HotCycle(version != "1.0" and parser.should_keep_alive(), version)
             return
-        super()._start_asgi_task(cycle, app)
+        self._begin_scope()
+        super().on_headers_complete()
 
     def on_body(self, body: bytes) -> None:
-        super().on_body(body)
-        held = self._held
-        if held is not None and len(held[0].body) > HIGH_WATER_LIMIT:
-            # uvicorn paused reading: only the ASGI app's receive() resumes it.
-            self._held = None
-            super()._start_asgi_task(*held)
+        cycle = self.cycle
+        if type(cycle) is not _HotCycle:
+            super().on_body(body)
+            return
+        cycle.body += body
+        if len(cycle.body) > HIGH_WATER_LIMIT:
+            self._to_asgi(cycle)  # whose receive() reads the rest as it comes
 
     def on_message_complete(self) -> None:
-        super().on_message_complete()
-        held, self._held = self._held, None
-        if held is None:
+        cycle = self.cycle
+        if type(cycle) is not _HotCycle:
+            super().on_message_complete()
             return
-        cycle, app = held
-        if cycle is not self.cycle or cycle.disconnected:
-            return
+        cycle.more_body = False
         try:
             if self._answer(cycle):
                 return
         except Exception:  # a bug of ours: the ASGI app still answers, and says what it is
             log.exception("the hot route's protocol handling failed; the ASGI app answers")
-        super()._start_asgi_task(cycle, app)
+        self._to_asgi(cycle)
 
-    def _answer(self, cycle: Any) -> bool:
+    def _to_asgi(self, hot: _HotCycle) -> None:
+        """Hand a hot request to the ASGI app, as uvicorn would have: its scope and cycle
+        built by uvicorn's own code, with the body read so far."""
+        self.cycle = None  # type: ignore[assignment]  # else uvicorn takes it as pipelined
+        self._begin_scope()
+        self.scope.update(hot.flags)
+        super().on_headers_complete()  # builds the RequestResponseCycle and starts its task
+        cycle = self.cycle
+        cycle.body, cycle.more_body = hot.body, hot.more_body
+        cycle.keep_alive = cycle.keep_alive and hot.keep_alive  # a shutdown meanwhile
+        cycle.message_event.set()
+
+    def _answer(self, cycle: _HotCycle) -> bool:
         """Decide from memory and hand the record over; False if the ASGI app must run."""
         fast = self._fast
         assert fast is not None
-        answer = fast.ready(cycle.scope, dict(cycle.scope["headers"]), bytes(cycle.body))
+        answer = fast.ready(cycle.flags, dict(self.headers), bytes(cycle.body))
         if answer is None:
             return False
         body, record = answer
@@ -120,7 +166,7 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
         return fast.state.decision_log.submit(
             [record], lambda number, error: self._recorded(cycle, body, number, error))
 
-    def _recorded(self, cycle: Any, body: bytes, number: int | None,
+    def _recorded(self, cycle: _HotCycle, body: bytes, number: int | None,
                   error: RecordingFailed | None) -> None:
         """The decision log's answer for one request: committed (`number`), or not."""
         try:
@@ -129,7 +175,7 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
             log.exception("answering a decision failed; closing its connection")
             self.transport.close()
 
-    def _answer_recorded(self, cycle: Any, body: bytes, number: int | None,
+    def _answer_recorded(self, cycle: _HotCycle, body: bytes, number: int | None,
                          error: RecordingFailed | None) -> None:
         if error is None:
             self._finish(cycle, self._ok(cycle, body), number)
@@ -143,13 +189,13 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
         self._finish(cycle, self._head(exc.status, response.raw_headers, cycle)
                      + response.body, None, exc.status)
 
-    def _ok(self, cycle: Any, body: bytes) -> bytes:
+    def _ok(self, cycle: _HotCycle, body: bytes) -> bytes:
         return b"".join((STATUS_LINE[200], *self._defaults(), _OK_HEADERS,
                          str(len(body)).encode(), b"\r\n",
                          b"" if cycle.keep_alive else b"connection: close\r\n", b"\r\n",
                          body))
 
-    def _head(self, status: int, headers: list[tuple[bytes, bytes]], cycle: Any) -> bytes:
+    def _head(self, status: int, headers: list[tuple[bytes, bytes]], cycle: _HotCycle) -> bytes:
         lines = [STATUS_LINE[status], *self._defaults()]
         lines += [b"%s: %s\r\n" % (name, value) for name, value in headers]
         if not cycle.keep_alive:
@@ -160,14 +206,16 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
     def _defaults(self) -> list[bytes]:
         return [b"%s: %s\r\n" % pair for pair in self.server_state.default_headers]
 
-    def _finish(self, cycle: Any, data: bytes, ack: int | None, status: int = 200) -> None:
+    def _finish(self, cycle: _HotCycle, data: bytes, ack: int | None,
+                status: int = 200) -> None:
         """Write the whole answer and complete the cycle as uvicorn's send() would."""
         if cycle.disconnected or self.transport.is_closing():
             return  # the client went away; its decision is recorded all the same
         cycle.response_started = cycle.response_complete = True
         if self.access_log:  # uvicorn's line, as its send() writes it
-            self.access_logger.info('%s - "%s %s HTTP/%s" %d', get_client_addr(cycle.scope),
-                                    "POST", PATH, cycle.scope["http_version"], status)
+            self.access_logger.info('%s - "%s %s HTTP/%s" %d',
+                                    get_client_addr({"client": self.client}), "POST", PATH,
+                                    cycle.http_version, status)
         if not cycle.keep_alive:  # asked for, or the server is shutting down
             self.transport.write(data)
             self.transport.close()
@@ -175,5 +223,4 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
             # A pipelined request starts below and may answer before the outbox's flush:
             # this answer goes first.
             self.transport.write(data)
-        cycle.message_event.set()
-        cycle.on_response()
+        self.on_response_complete()  # pipelined requests start, or keep-alive waits
