@@ -39,6 +39,11 @@ PACKAGES = (
 # Where a request's CPU goes, each sample in exactly one part: the first part whose needle
 # is in any frame of the sample's stack, else the part of its innermost known package.
 PARTS_ANYWHERE = (
+    # First: the protocol's hot route writes answers from inside the acknowledgement reader.
+    ("sending the response (uvicorn's send, the socket writes)",
+     ("RequestResponseCycle.send (", "_answer (app/api/fastpath.py)",
+      "_Outbox.flush (app/api/fastpath.py)", "._finish (app/api/protocol.py)",
+      "._ok (app/api/protocol.py)")),
     ("handing records to the writer process (frame, pipe, acknowledgements)",
      ("DecisionLog._flush", "DecisionLog._read_acks", "asyncio/streams.py",
       "asyncio/unix_events.py")),
@@ -51,13 +56,11 @@ PARTS_ANYWHERE = (
     ("waiting for the group commit (future)", ("DecisionLog.write (",)),
     ("body validation (msgspec; pydantic for what it refuses)",
      ("decode_authorize_json (", "decode_authorize (", "pydantic")),
-    ("sending the response (uvicorn's send, the socket writes)",
-     ("RequestResponseCycle.send (", "_answer (app/api/fastpath.py)",
-      "_Outbox.flush (app/api/fastpath.py)")),
     ("sync dependencies through the AnyIO thread pool",
      ("anyio/", "starlette/concurrency.py", "threading.py")),
     ("FastAPI dependency solving", ("fastapi/dependencies/",)),
     ("the rest of the fast path (app/api/fastpath.py)", ("app/api/fastpath.py",)),
+    ("the hot route in the HTTP protocol (app/api/protocol.py)", ("app/api/protocol.py",)),
     ("the rest of the FastAPI route", ("authorize_tool (app/api/",)),
 )
 PARTS_INNERMOST = {
