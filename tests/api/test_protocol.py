@@ -239,3 +239,12 @@ async def test_any_other_app_is_served_as_uvicorn_serves_it():
                 for w in writes]
 
     assert without_date(ours.writes) == without_date(stock.writes)
+
+
+async def test_with_the_fast_path_off_every_request_goes_to_the_asgi_app(
+        client, plan, settings, tasks):
+    async with _app(settings, fast_path=False) as app:
+        transport = await _serve(app, _request(plan), 1)
+    [(status, _, body)] = responses(b"".join(transport.writes))
+    assert status == 200 and orjson.loads(body)["allowed"] is True  # the same database
+    assert tasks == ["/v1/authorize-tool"]
