@@ -17,6 +17,7 @@ tests/api run the decision cases and bad inputs through both paths.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -256,24 +257,29 @@ class _Outbox:
     __slots__ = ("_held", "_flushed")
 
     def __init__(self) -> None:
-        self._held: list[tuple[Any, bytes]] = []
+        self._held: list[tuple[Any, bytes, Callable[[], object] | None]] = []
         self._flushed = 0  # the last acknowledgement whose answers were written
 
-    def hold(self, transport: Any, data: bytes, ack: int | None) -> bool:
-        """Keep `data` for the flush of acknowledgement `ack`; False if that has run."""
+    def hold(self, transport: Any, data: bytes, ack: int | None,
+             then: Callable[[], object] | None = None) -> bool:
+        """Keep `data` for the flush of acknowledgement `ack`, and call `then` once it is
+        written (the HTTP protocol completes its response there); False if that flush has
+        run, and nothing is kept."""
         if ack is None or ack <= self._flushed:
             return False
-        self._held.append((transport, data))
+        self._held.append((transport, data, then))
         return True
 
     def flush(self, ack: int) -> None:
         self._flushed = max(self._flushed, ack)
         held, self._held = self._held, []
-        for transport, data in held:
+        for transport, data, then in held:
             if transport.is_closing():
                 continue  # the client went away while its answer was being decided
             try:
                 transport.write(data)
+                if then is not None:
+                    then()
             except Exception:  # one broken connection must not keep the others' answers
                 log.exception("writing an answer failed")
 

@@ -24,6 +24,7 @@ this protocol too).
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
@@ -107,15 +108,23 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
         fast = self._fast
         parser = self.parser
         if (fast is not None and fast.state is not None and self.url == _PATH
-                and not self.expect_100_continue
+                and not self.expect_100_continue and self.limit_concurrency is None
                 and (self.cycle is None or self.cycle.response_complete)
                 and not self.flow.write_paused and parser.get_method() == b"POST"
-                and not parser.should_upgrade()):
+                and not parser.should_upgrade() and self._length_within(fast.limit)):
             version = parser.get_http_version()
             self.cycle = _HotCycle(version != "1.0" and parser.should_keep_alive(), version)
             return
         self._begin_scope()
         super().on_headers_complete()
+
+    def _length_within(self, limit: int) -> bool:
+        """False for a declared Content-Length past `limit` (or unreadable): the ASGI app
+        refuses it at once (413), before any of the body is read."""
+        for name, value in self.headers:
+            if name == b"content-length":
+                return value.isdigit() and int(value) <= limit
+        return True  # chunked: handed over once past the flow-control mark (on_body)
 
     def on_body(self, body: bytes) -> None:
         cycle = self.cycle
@@ -208,19 +217,36 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
 
     def _finish(self, cycle: _HotCycle, data: bytes, ack: int | None,
                 status: int = 200) -> None:
-        """Write the whole answer and complete the cycle as uvicorn's send() would."""
+        """Write the whole answer, then complete the cycle as uvicorn's send() would.
+
+        Never at once: an answer of a commit's acknowledgement waits for the outbox's flush,
+        which the decision log runs right after all the requests that acknowledgement
+        released; any other (log off, a 503) for the next loop turn, as an ASGI task's would.
+        Until then the response is not complete, so uvicorn queues a pipelined request
+        behind it, arms no keep-alive timer, and a shutdown only marks the connection to
+        close after it: the answer of a recorded decision is never dropped in between."""
         if cycle.disconnected or self.transport.is_closing():
             return  # the client went away; its decision is recorded all the same
-        cycle.response_started = cycle.response_complete = True
+        cycle.response_started = True
         if self.access_log:  # uvicorn's line, as its send() writes it
             self.access_logger.info('%s - "%s %s HTTP/%s" %d',
                                     get_client_addr({"client": self.client}), "POST", PATH,
                                     cycle.http_version, status)
-        if not cycle.keep_alive:  # asked for, or the server is shutting down
-            self.transport.write(data)
+        fast = self._fast
+        assert fast is not None
+        if not fast.outbox.hold(self.transport, data, ack, partial(self._completed, cycle)):
+            self.loop.call_soon(self._write_completed, cycle, data)
+
+    def _write_completed(self, cycle: _HotCycle, data: bytes) -> None:
+        if cycle.disconnected or self.transport.is_closing():
+            return
+        self.transport.write(data)
+        self._completed(cycle)
+
+    def _completed(self, cycle: _HotCycle) -> None:
+        """The answer is written: close (asked for, or the server is shutting down), or go
+        on with the connection's next request or its keep-alive wait."""
+        cycle.response_complete = True
+        if not cycle.keep_alive:
             self.transport.close()
-        elif self.pipeline or not self._fast.outbox.hold(self.transport, data, ack):
-            # A pipelined request starts below and may answer before the outbox's flush:
-            # this answer goes first.
-            self.transport.write(data)
-        self.on_response_complete()  # pipelined requests start, or keep-alive waits
+        self.on_response_complete()

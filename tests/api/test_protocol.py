@@ -15,6 +15,7 @@ from uvicorn.server import ServerState
 
 from app.api import fastpath, protocol
 from app.api.protocol import ToolgateHttpToolsProtocol
+from app.decisions import log as decision_log
 from app.decisions.log import RecordingFailed
 from app.main import create_app
 from tests.conftest import ADMIN_TOKEN
@@ -248,3 +249,70 @@ async def test_with_the_fast_path_off_every_request_goes_to_the_asgi_app(
     [(status, _, body)] = responses(b"".join(transport.writes))
     assert status == 200 and orjson.loads(body)["allowed"] is True  # the same database
     assert tasks == ["/v1/authorize-tool"]
+
+
+async def test_with_the_log_off_a_pipelined_request_is_not_cut_by_the_keep_alive_timer(
+        client, plan, settings):
+    """An answer given without waiting for a commit still completes on a later loop turn,
+    as an ASGI task's would: the request pipelined behind it is queued, and uvicorn's
+    keep-alive timer is not running while that one is served."""
+    slow = orjson.dumps({"plan_id": "no-such-plan", "tool": READER})  # read from the database
+    async with _app(settings, decision_log_enabled=False) as app:
+        await _serve(app, _request(plan), 1)  # this app's plan cache now holds the lock
+        transport = Recording()
+        proto = connect(app, ToolgateHttpToolsProtocol, transport, timeout_keep_alive=0.001)
+        proto.data_received(_request(plan) + _request(slow))
+        assert proto.timeout_keep_alive_task is None
+        await answered(transport, 2)
+    assert [s for s, _, _ in responses(b"".join(transport.writes))] == [200, 404]
+
+
+async def test_a_shutdown_right_after_the_commit_still_sends_the_answer(
+        client, plan, monkeypatch):
+    """Between the acknowledgement that released an answer and the outbox's flush that
+    writes it, uvicorn's main loop may shut the connection down: the recorded decision's
+    answer still goes out, then the connection closes."""
+    transport = Recording()
+    proto = connect(client.app, ToolgateHttpToolsProtocol, transport)
+    release = decision_log._call
+
+    def then_shut_down(waiters, number, error):
+        release(waiters, number, error)
+        proto.shutdown()
+
+    monkeypatch.setattr(decision_log, "_call", then_shut_down)
+    proto.data_received(_request(plan))
+    await answered(transport, 1)
+    [(status, headers, _)] = responses(b"".join(transport.writes))
+    assert status == 200 and transport.closed_after == 1
+
+
+async def test_a_declared_body_past_the_limit_is_refused_before_it_is_read(client, plan):
+    head = _request(b"")[:-2].replace(b"Content-Length: 0", b"Content-Length: 5000000")
+    transport = await _serve(client.app, head + b"\r\n{", 1)
+    [(status, _, body)] = responses(b"".join(transport.writes))
+    assert status == 413 and orjson.loads(body)["error"]["code"] == "payload_too_large"
+
+
+async def test_uvicorns_concurrency_limit_still_applies(client, plan):
+    transport = Recording()
+    connect(client.app, ToolgateHttpToolsProtocol, transport,
+            limit_concurrency=1).data_received(_request(plan))
+    await answered(transport, 1)
+    assert [s for s, _, _ in responses(b"".join(transport.writes))] == [503]
+
+
+async def test_a_chunked_body_in_small_pieces_and_http_1_0(client, plan, tasks):
+    chunked = (_request(b"").replace(b"Content-Length: 0\r\n",
+                                     b"Transfer-Encoding: chunked\r\n")
+               + b"%x\r\n%s\r\n0\r\n\r\n" % (len(plan), plan))
+    transport = Recording()
+    proto = connect(client.app, ToolgateHttpToolsProtocol, transport)
+    for start in range(0, len(chunked), 7):
+        proto.data_received(chunked[start:start + 7])
+    await answered(transport, 1)
+    old = await _serve(client.app, _request(plan).replace(b"HTTP/1.1", b"HTTP/1.0"), 1)
+    [(status, _, _)] = responses(b"".join(transport.writes))
+    [(old_status, old_headers, _)] = responses(b"".join(old.writes))
+    assert status == old_status == 200 and old_headers["connection"] == "close"
+    assert old.closed_after == 1 and tasks == []
