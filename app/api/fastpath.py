@@ -100,19 +100,14 @@ class FastAuthorize:
             if request is None:  # refused or unusual: orjson and AuthorizeIn say what it is
                 request = decode_authorize(_loads(raw))
             caller = _caller_of(headers, principal.key_id)
-            lock = None if request.plan_id is None else state.plan_cache.get(request.plan_id)
-            if (lock is None and request.plan_id is not None) \
-                    or not state.registry.fresh(state.sessions):
+            decided = _from_memory(state, request, principal, caller)
+            if decided is None:
                 # The plan or the registry must be read first: the same steps, awaited.
                 await check_authorize(request, principal, state=state)
-                answer, record = await decide(request, sessions=state.sessions,
-                                              cache=state.plan_cache, registry=state.registry,
-                                              masked=state.settings.masked, caller=caller)
-            else:
-                check_scope(request, principal, lock,
-                            allow_inline=state.settings.allow_inline_profiles)
-                answer, record = decide_with(request, lock, registry=state.registry,
-                                             masked=state.settings.masked, caller=caller)
+                decided = await decide(request, sessions=state.sessions,
+                                       cache=state.plan_cache, registry=state.registry,
+                                       masked=state.settings.masked, caller=caller)
+            answer, record = decided
             # Encoded before the commit is awaited: when a commit is acknowledged, its
             # requests then go out back to back.
             body = orjson.dumps(answer)
@@ -131,42 +126,52 @@ class FastAuthorize:
             return
         await _answer(send, body, outbox, ack)
 
-
     def ready(self, marks: dict[str, Any], headers: dict[bytes, bytes], raw: bytes
               ) -> tuple[bytes, dict[str, Any] | None] | None:
         """The answer's JSON body and its log record (None with the log off), decided from
-        memory without awaiting anything; or None when the request needs __call__ (an
-        unknown key or plan, a stale registry, anything refused or unusual), which then
-        runs every step and renders whatever error there is. The HTTP protocol's hot route
-        (app/api/protocol.py) calls it; nothing it does before that hand-over has an effect
-        but the rate limiter's token, which it marks in `marks` as spent (the protocol puts
-        them in the ASGI scope it then builds)."""
+        memory without awaiting anything, by the same steps in the same order as __call__;
+        or None when the request needs __call__ (an unknown key or plan, a stale registry,
+        anything refused or unusual), which then runs every step and renders whatever error
+        there is. The HTTP protocol's hot route (app/api/protocol.py) calls it; nothing it
+        does before that hand-over has an effect but the rate limiter's token, which it
+        marks in `marks` as spent (the protocol puts them in the ASGI scope it then builds)."""
         state = self.state
         if state is None or len(raw) > self.limit:
             return None
         try:
             principal = state.authenticator.remembered(
                 _key_hash(headers.get(b"authorization", b"")))
-            if principal is None or principal.role not in _RULE.roles:
+            if principal is None:
+                return None
+            if state.rate_limiter is not None:
+                state.rate_limiter.take(principal.key_id)
+                marks[TOKEN_TAKEN] = True
+            if principal.role not in _RULE.roles:
                 return None
             request = decode_authorize_json(raw)
             if request is None:
                 return None
-            lock = None if request.plan_id is None else state.plan_cache.get(request.plan_id)
-            if (lock is None and request.plan_id is not None) \
-                    or not state.registry.fresh(state.sessions):
-                return None
-            check_scope(request, principal, lock,
-                        allow_inline=state.settings.allow_inline_profiles)
-            if state.rate_limiter is not None:
-                state.rate_limiter.take(principal.key_id)
-                marks[TOKEN_TAKEN] = True
-            answer, record = decide_with(request, lock, registry=state.registry,
-                                         masked=state.settings.masked,
-                                         caller=_caller_of(headers, principal.key_id))
+            decided = _from_memory(state, request, principal,
+                                   _caller_of(headers, principal.key_id))
         except Exception:  # __call__ meets it again and renders it
             return None
+        if decided is None:
+            return None
+        answer, record = decided
         return orjson.dumps(answer), (record if state.decision_log is not None else None)
+
+
+def _from_memory(state: Any, request: Any, principal: Any, caller: Caller
+                 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The decision and its record when the plan's lock and the registry are in memory (the
+    scope check included, which raises as check_authorize does); None when they must be
+    read first."""
+    lock = None if request.plan_id is None else state.plan_cache.get(request.plan_id)
+    if (lock is None and request.plan_id is not None) or not state.registry.fresh(state.sessions):
+        return None
+    check_scope(request, principal, lock, allow_inline=state.settings.allow_inline_profiles)
+    return decide_with(request, lock, registry=state.registry, masked=state.settings.masked,
+                       caller=caller)
 
 
 async def _answer(send: Any, body: bytes, outbox: _Outbox | None, ack: int | None) -> None:
