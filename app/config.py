@@ -55,6 +55,10 @@ class Settings(BaseSettings):
     # if the machine itself loses power.
     sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"
     decision_log_max_batch: int = Field(default=512, ge=1, le=10_000)
+    # Where the group commit runs. auto: with Postgres and one worker, on the worker's own
+    # event loop; otherwise (SQLite, or `toolgate serve --workers N`) in a writer process.
+    # process: always in a writer process (its CPU off the worker's core).
+    decision_log_writer: Literal["auto", "process"] = "auto"
     decision_log_timeout_seconds: float = Field(default=5.0, gt=0)
     # Keys of context.metadata, context.variables and tool.args whose values are replaced
     # by "[masked]" before a record is stored (case-insensitive; comma-separated in the env).

@@ -53,7 +53,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             DecisionLog(settings.database_url, max_batch=settings.decision_log_max_batch,
                         timeout=settings.decision_log_timeout_seconds,
                         sqlite_synchronous=settings.sqlite_synchronous,
-                        socket=os.environ.get(WRITER_SOCKET_ENV))
+                        socket=os.environ.get(WRITER_SOCKET_ENV),
+                        writer=settings.decision_log_writer)
             if settings.decision_log_enabled else None
         )
         if decision_log is not None:

@@ -13,6 +13,7 @@ import os
 import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import asyncpg
@@ -79,7 +80,16 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path,
         shutil.copyfile(sqlite_template, path)
         yield f"sqlite+aiosqlite:///{path}"
         return
-    template = request.getfixturevalue("pg_template")
+    yield from _pg_database(request.getfixturevalue("pg_template"))
+
+
+@pytest.fixture
+def postgres_url(pg_template: str | None) -> Iterator[str]:
+    """A migrated Postgres database of its own, for what only Postgres does."""
+    yield from _pg_database(pg_template)
+
+
+def _pg_database(template: str | None) -> Iterator[str]:
     if template is None:
         pytest.skip(f"Postgres not reachable at {PG_DSN} (set TOOLGATE_REQUIRE_POSTGRES=1 to fail)")
     name = f"toolgate_test_{uuid.uuid4().hex[:12]}"
@@ -97,6 +107,13 @@ def settings(database_url: str) -> Settings:
 
 @pytest.fixture
 async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    async with app_client(settings) as c:
+        yield c
+
+
+@asynccontextmanager
+async def app_client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """An admin client of an app with these settings, its lifespan running."""
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)

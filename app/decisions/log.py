@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.decisions.chain import chain_rows
 from app.decisions.tables import ChainHead, LogRecord
+from app.decisions.writer import CANNOT_BE_WRITTEN, InProcess
 from app.store.tables import utcnow
 
 log = logging.getLogger("toolgate.decisions")
@@ -107,10 +108,15 @@ class DecisionLog:
     """
 
     def __init__(self, database_url: str, *, max_batch: int = 512, timeout: float = 5.0,
-                 sqlite_synchronous: str = "FULL", socket: str | None = None) -> None:
-        self._config = orjson.dumps(writer_config(
-            database_url, max_batch=max_batch, timeout=timeout,
-            sqlite_synchronous=sqlite_synchronous)) + b"\n"
+                 sqlite_synchronous: str = "FULL", socket: str | None = None,
+                 writer: str = "auto") -> None:
+        config = writer_config(database_url, max_batch=max_batch, timeout=timeout,
+                               sqlite_synchronous=sqlite_synchronous)
+        self._config = orjson.dumps(config) + b"\n"
+        # Postgres with no shared writer: the writer's loop runs in this worker (InProcess).
+        self._inline = config if (writer == "auto" and socket is None
+                                  and "postgresql" in config) else None
+        self._local: InProcess | None = None
         self._timeout = timeout
         self._socket = socket
         self._out: asyncio.StreamWriter | None = None  # frames go here
@@ -122,7 +128,10 @@ class DecisionLog:
         self._closed = False
         self._pending: list[tuple[list[dict[str, Any]], Done]] = []
         self._flush_scheduled = False
-        self._inflight: dict[int, tuple[list[Done], asyncio.TimerHandle, int]] = {}
+        # frame -> (its requests' waiters, its timeout, its record count, and for an inline
+        # frame its requests)
+        self._inflight: dict[int, tuple[list[Done], asyncio.TimerHandle, int,
+                                        list[tuple[list[dict[str, Any]], Done]] | None]] = {}
         self._frame = 0
         self.batches = 0  # commits acknowledged by the current writer
         self.records = 0
@@ -133,6 +142,12 @@ class DecisionLog:
         self._acks_seen = 0
 
     async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        if self._inline is not None:
+            self._local = InProcess(self._inline, self._answer)
+            self._local.running.add_done_callback(self._local_ended)
+            self._connected = True
+            return
         acks: asyncio.StreamReader | None = None
         self._process = None
         if self._socket is not None:
@@ -150,7 +165,6 @@ class DecisionLog:
             acks, self._out = self._process.stdout, self._process.stdin
             self._out.write(self._config)
         self._connected = True
-        self._loop = asyncio.get_running_loop()
         self._acks = self._loop.create_task(
             self._read_acks(acks, self._process), name="toolgate-decision-log-acks")
 
@@ -161,6 +175,11 @@ class DecisionLog:
         """Drain: everything written before close is committed before the writer stops."""
         self._closed = True
         self._flush()
+        if self._local is not None:
+            local, self._local = self._local, None
+            await local.close()
+            self._connected = False
+            return
         out, acks = self._out, self._acks
         if out is None or acks is None:
             return
@@ -224,6 +243,9 @@ class DecisionLog:
         pending, self._pending = self._pending, []
         if not pending:
             return
+        if self._local is not None:
+            self._send_inline(self._local, pending)
+            return
         out = self._out
         try:
             if out is None or not self._connected or out.is_closing():
@@ -246,7 +268,19 @@ class DecisionLog:
         waiters = [done for _, done in pending]
         assert self._loop is not None
         timer = self._loop.call_later(self._timeout, self._expire, self._frame)
-        self._inflight[self._frame] = (waiters, timer, len(records))
+        self._inflight[self._frame] = (waiters, timer, len(records), None)
+
+    def _send_inline(self, local: InProcess, pending: list[tuple[list[dict[str, Any]], Done]]
+                     ) -> None:
+        """The frame goes to the writer's loop in this process as it is: no serialising.
+        The requests are kept with it, for the rare frame refused as CANNOT_BE_WRITTEN."""
+        records = [r for batch, _ in pending for r in batch]
+        self._frame += 1
+        local.send(self._frame, records)
+        assert self._loop is not None
+        timer = self._loop.call_later(self._timeout, self._expire, self._frame)
+        self._inflight[self._frame] = ([done for _, done in pending], timer, len(records),
+                                       pending)
 
     def _serialisable(self, pending: list[tuple[list[dict[str, Any]], Done]]
                       ) -> list[tuple[list[dict[str, Any]], Done]]:
@@ -266,27 +300,46 @@ class DecisionLog:
             self._fail(entry[0], RecordingFailed(
                 f"the decision was not recorded within {self._timeout}s"))
 
+    def _answer(self, frame: int, error: str | None, commits: int) -> None:
+        """The writer's answer for one frame: release its requests, or fail them."""
+        entry = self._inflight.pop(frame, None)
+        if entry is None:
+            return  # expired already
+        waiters, timer, count, pending = entry
+        timer.cancel()
+        if error is None:
+            self.batches = commits
+            self.records += count
+            self._acks_seen += 1
+            hook, number = self.after_ack, self._acks_seen
+            _call(waiters, number if hook is not None else None, None)
+            if hook is not None:
+                asyncio.get_running_loop().call_soon(hook, number)
+        elif pending is not None and error.startswith(CANNOT_BE_WRITTEN) and len(pending) > 1:
+            # One request's record could not be hashed: it alone fails, not its neighbours.
+            self._pending[:0] = self._serialisable(pending)
+            self._send()
+        else:
+            self._fail(waiters, RecordingFailed(error))
+
+    def _local_ended(self, running: asyncio.Task) -> None:
+        """The inline writer's loop stopped: at close(), or (a bug) by an exception."""
+        if running.cancelled() or running.exception() is None:
+            return
+        log.error("decision log writer: %r", running.exception())
+        self._connected = False
+        self._local = None
+        inflight, self._inflight = self._inflight, {}
+        for waiters, timer, _, _ in inflight.values():
+            timer.cancel()
+            self._fail(waiters, RecordingFailed("the decision log writer stopped"))
+
     async def _read_acks(self, acks: asyncio.StreamReader,
                          process: asyncio.subprocess.Process | None) -> None:
         try:
             while line := await acks.readline():
-                frame, error, commits = orjson.loads(line)
-                entry = self._inflight.pop(frame, None)
-                if entry is None:
-                    continue  # expired already
-                waiters, timer, count = entry
-                timer.cancel()
-                if error is None:
-                    self.batches = commits
-                    self.records += count
-                    self._acks_seen += 1
-                    hook, number = self.after_ack, self._acks_seen
-                    _call(waiters, number if hook is not None else None, None)
-                    if hook is not None:
-                        asyncio.get_running_loop().call_soon(hook, number)
-                else:
-                    self._fail(waiters, RecordingFailed(error))
-        except (OSError, ValueError) as exc:  # a broken connection or a garbled line
+                self._answer(*orjson.loads(line))
+        except (OSError, ValueError, TypeError) as exc:  # a broken connection, a garbled line
             log.error("decision log writer: %s", exc)
         finally:
             # The writer is gone (closed, crashed, killed): nothing in flight was recorded.
@@ -301,7 +354,7 @@ class DecisionLog:
                    "the connection to the shared decision log writer was lost")
             if inflight:
                 log.error("%s with %d batches unrecorded", why, len(inflight))
-            for waiters, timer, _ in inflight.values():
+            for waiters, timer, _, _ in inflight.values():
                 timer.cancel()
                 self._fail(waiters, RecordingFailed(why))
 

@@ -4,10 +4,13 @@ import asyncio
 
 import httpx
 import orjson
+import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from app.config import Settings
 from app.decisions.chain import verify
+from tests.conftest import ADMIN_TOKEN, app_client
 
 WRITER = {"name": "fs.write", "capability": {"writes": True, "checkpointable": True,
                                              "unsafe": False}}
@@ -309,42 +312,51 @@ def test_the_writer_process_writes_every_column_of_the_table():
     assert COLUMNS == tuple(c.name for c in LogRecord.__table__.columns)
 
 
-async def test_a_writer_that_dies_fails_what_it_held_and_is_replaced(client):
+@pytest.fixture
+async def process_client(settings):  # type: ignore[no-untyped-def]
+    """A client whose decision log has a writer process: SQLite always has one, Postgres
+    with `toolgate serve --workers N` or TOOLGATE_DECISION_LOG_WRITER=process."""
+    async with app_client(settings.model_copy(update={"decision_log_writer": "process"})) as c:
+        assert c.app.state.toolgate.decision_log._process is not None
+        yield c
+
+
+async def test_a_writer_that_dies_fails_what_it_held_and_is_replaced(process_client):
     """The writer process is killed with a decision in flight: that request gets 503 (never
     an allow); the next decision starts a new writer and is recorded."""
     import os
     import signal
 
-    await _plan(client)
+    await _plan(process_client)
     authorize = {"plan_id": "p-1", "tool": READER}
-    assert (await client.post("/v1/authorize-tool", json=authorize)).status_code == 200
-    log = client.app.state.toolgate.decision_log
+    assert (await process_client.post("/v1/authorize-tool", json=authorize)).status_code == 200
+    log = process_client.app.state.toolgate.decision_log
     pid = log._process.pid
     os.kill(pid, signal.SIGSTOP)  # holds the next frame without acknowledging it
-    pending = asyncio.ensure_future(client.post("/v1/authorize-tool", json=authorize))
+    pending = asyncio.ensure_future(process_client.post("/v1/authorize-tool", json=authorize))
     await asyncio.sleep(0.3)
     assert not pending.done()
     os.kill(pid, signal.SIGKILL)
     r = await asyncio.wait_for(pending, 2)  # at once, not after the 5 s commit timeout
     assert r.status_code == 503 and r.json()["error"]["code"] == "decision_not_recorded"
     assert "writer exited" in r.json()["error"]["message"] and "allowed" not in r.text
-    r = await client.post("/v1/authorize-tool", json=authorize)
+    r = await process_client.post("/v1/authorize-tool", json=authorize)
     assert r.status_code == 200 and r.json()["allowed"] is True
     assert log._process.pid != pid
-    assert (await client.get(f"/v1/decisions/{r.json()['decision_id']}")).status_code == 200
-    assert (await client.get("/v1/audit/verify")).json()["ok"] is True
+    assert (await process_client.get(f"/v1/decisions/{r.json()['decision_id']}")).status_code == 200
+    assert (await process_client.get("/v1/audit/verify")).json()["ok"] is True
 
 
-async def test_a_new_writers_frames_are_not_failed_with_the_old_writer(client):
+async def test_a_new_writers_frames_are_not_failed_with_the_old_writer(process_client):
     """The old writer's exit is still being awaited when a request starts a new writer:
     that request is recorded and allowed; only what the old writer held may fail."""
     import os
     import signal
 
-    await _plan(client)
+    await _plan(process_client)
     authorize = {"plan_id": "p-1", "tool": READER}
-    assert (await client.post("/v1/authorize-tool", json=authorize)).status_code == 200
-    log = client.app.state.toolgate.decision_log
+    assert (await process_client.post("/v1/authorize-tool", json=authorize)).status_code == 200
+    log = process_client.app.state.toolgate.decision_log
     old = log._process
     exited = old.wait
 
@@ -361,10 +373,10 @@ async def test_a_new_writers_frames_are_not_failed_with_the_old_writer(client):
         if not log.running():
             break
         await asyncio.sleep(0.01)
-    r = await asyncio.wait_for(client.post("/v1/authorize-tool", json=authorize), 10)
+    r = await asyncio.wait_for(process_client.post("/v1/authorize-tool", json=authorize), 10)
     assert r.status_code == 200 and r.json()["allowed"] is True, r.text
     assert log._process is not old
-    assert (await client.get(f"/v1/decisions/{r.json()['decision_id']}")).status_code == 200
+    assert (await process_client.get(f"/v1/decisions/{r.json()['decision_id']}")).status_code == 200
 
 
 async def test_a_decision_not_committed_in_time_is_refused(client, settings):
@@ -375,7 +387,8 @@ async def test_a_decision_not_committed_in_time_is_refused(client, settings):
     from app.main import create_app
 
     await _plan(client)
-    app = create_app(settings.model_copy(update={"decision_log_timeout_seconds": 0.3}))
+    app = create_app(settings.model_copy(update={"decision_log_timeout_seconds": 0.3,
+                                             "decision_log_writer": "process"}))
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://b",
@@ -407,3 +420,112 @@ async def test_a_decision_is_recorded_at_the_time_it_was_made(client):
     stamp = datetime.fromisoformat(rec["created_at"].replace("Z", "+00:00"))
     assert before - timedelta(microseconds=1) <= stamp <= after
     assert (await client.get("/v1/audit/verify")).json()["ok"] is True
+
+
+def _pg_settings(url: str, **changes: object) -> Settings:
+    return Settings(database_url=url, admin_token=ADMIN_TOKEN, **changes)  # type: ignore[arg-type]
+
+
+async def _writer_backend(client: httpx.AsyncClient) -> int:
+    store = client.app.state.toolgate.decision_log._local.writer.store  # type: ignore[attr-defined]
+    return store._conn.get_server_pid()
+
+
+async def test_one_postgres_worker_commits_on_its_own_event_loop(postgres_url):
+    """With Postgres and no shared writer the group commit runs on the worker's event loop:
+    no writer process; every decision is recorded once and the chain verifies."""
+    async with app_client(_pg_settings(postgres_url)) as client:
+        log = client.app.state.toolgate.decision_log
+        assert log._process is None and log._local is not None
+        await _plan(client)
+        authorize = {"plan_id": "p-1", "tool": READER}
+        answers = await asyncio.gather(*[client.post("/v1/authorize-tool", json=authorize)
+                                         for _ in range(80)])
+        assert {r.status_code for r in answers} == {200}
+        for r in answers[::16]:
+            found = await client.get(f"/v1/decisions/{r.json()['decision_id']}")
+            assert found.status_code == 200
+        listed = (await client.get("/v1/decisions", params={"limit": 200})).json()
+        ids = [d["decision_id"] for d in listed["items"]]
+        assert {r.json()["decision_id"] for r in answers} <= set(ids) and len(set(ids)) == len(ids)
+        assert (await client.get("/v1/audit/verify")).json()["ok"] is True
+
+
+async def test_a_lost_postgres_connection_fails_what_it_held_and_the_next_reconnects(
+        postgres_url):
+    """The inline writer's connection is cut while a decision waits for its commit: that
+    request gets 503 at once (never an allow); the next decision reconnects and is recorded."""
+    import asyncpg
+
+    async with app_client(_pg_settings(postgres_url)) as client:
+        await _plan(client)
+        authorize = {"plan_id": "p-1", "tool": READER}
+        assert (await client.post("/v1/authorize-tool", json=authorize)).status_code == 200
+        backend = await _writer_backend(client)
+        other = await asyncpg.connect(postgres_url.replace("+asyncpg", ""))
+        try:
+            holding = other.transaction()
+            await holding.start()
+            await other.execute("SELECT 1 FROM chain_head WHERE id = 1 FOR UPDATE")
+            pending = asyncio.ensure_future(client.post("/v1/authorize-tool", json=authorize))
+            await asyncio.sleep(0.3)
+            assert not pending.done()  # its commit waits for the head's lock
+            await other.execute("SELECT pg_terminate_backend($1)", backend)
+            r = await asyncio.wait_for(pending, 2)  # at once, not after the 5 s timeout
+            await holding.rollback()
+        finally:
+            await other.close()
+        assert r.status_code == 503 and r.json()["error"]["code"] == "decision_not_recorded"
+        assert "allowed" not in r.text
+        r = await client.post("/v1/authorize-tool", json=authorize)
+        assert r.status_code == 200 and r.json()["allowed"] is True
+        assert await _writer_backend(client) != backend
+        assert (await client.get(f"/v1/decisions/{r.json()['decision_id']}")).status_code == 200
+        assert (await client.get("/v1/audit/verify")).json()["ok"] is True
+
+
+async def test_an_inline_commit_that_hangs_is_refused_in_time_and_the_log_goes_on(
+        postgres_url):
+    """A commit held up (another transaction keeps the chain head locked) answers 503 once
+    decision_log_timeout_seconds pass; when the lock goes, decisions are recorded again."""
+    import asyncpg
+
+    settings = _pg_settings(postgres_url, decision_log_timeout_seconds=0.3)
+    async with app_client(settings) as client:
+        await _plan(client)
+        authorize = {"plan_id": "p-1", "tool": READER}
+        assert (await client.post("/v1/authorize-tool", json=authorize)).status_code == 200
+        other = await asyncpg.connect(postgres_url.replace("+asyncpg", ""))
+        try:
+            async with other.transaction():
+                await other.execute("SELECT 1 FROM chain_head WHERE id = 1 FOR UPDATE")
+                r = await asyncio.wait_for(client.post("/v1/authorize-tool", json=authorize), 3)
+        finally:
+            await other.close()
+        assert r.status_code == 503 and "not recorded within 0.3s" in r.text
+        r = await client.post("/v1/authorize-tool", json=authorize)
+        assert r.status_code == 200 and r.json()["allowed"] is True
+        assert (await client.get("/v1/audit/verify")).json()["ok"] is True
+
+
+async def test_closing_the_inline_log_commits_what_was_sent(postgres_url):
+    """Shutdown drains: decisions handed to the log before close() are committed."""
+    from app.decisions.log import DecisionLog
+    from app.decisions.records import new_record
+
+    log = DecisionLog(postgres_url)
+    await log.start()
+    assert log._local is not None
+    writes = [asyncio.ensure_future(log.write([new_record("authorize", f"d-{i}")]))
+              for i in range(50)]
+    await asyncio.sleep(0)
+    await log.close()
+    assert all(w.done() and w.exception() is None for w in writes)
+    engine = create_async_engine(postgres_url)
+    try:
+        async with engine.connect() as conn:
+            count = (await conn.execute(text(
+                "SELECT count(*) FROM decision_log WHERE decision_id LIKE 'd-%'"))).scalar()
+    finally:
+        await engine.dispose()
+    assert count == 50

@@ -172,3 +172,28 @@ async def test_two_writers_on_one_chain_both_get_every_batch_in(database_url):
     records = [{**r, "created_at": iso(r["created_at"]), "detail": orjson.loads(r["detail"])}
                for r in rows]
     assert verify(records, anchor=(0, GENESIS)).ok
+
+
+async def test_inline_on_postgres_a_record_that_cannot_be_hashed_fails_alone(postgres_url):
+    """With the writer on the worker's loop nothing is serialised before the commit; the
+    record orjson refuses (an integer past 64 bits) is found when the batch is hashed, and
+    only its own request fails: the others of its frame are sent again and committed."""
+    import asyncpg
+
+    log = DecisionLog(postgres_url)
+    await log.start()
+    assert log._local is not None
+    try:
+        results = await asyncio.gather(
+            log.write([_record("before")]), log.write([{**_record("bad"), "detail": {"n": 2**70}}]),
+            log.write([_record("after")]), return_exceptions=True)
+    finally:
+        await log.close()
+    assert results[0] is None and results[2] is None
+    assert isinstance(results[1], RecordingFailed) and "cannot be written" in str(results[1])
+    conn = await asyncpg.connect(postgres_url.replace("+asyncpg", ""))
+    try:
+        rows = await conn.fetch("SELECT decision_id FROM decision_log ORDER BY seq")
+    finally:
+        await conn.close()
+    assert [r[0] for r in rows] == ["before", "after"]
