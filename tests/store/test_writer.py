@@ -42,13 +42,9 @@ async def test_a_bad_batch_is_refused_alone_and_the_writer_goes_on(tmp_path):
     assert [r[0] for r in rows] == ["good"] and rows[0][1].count(":") == 2
 
 
-async def test_a_record_that_cannot_be_sent_fails_alone_not_its_frame(tmp_path):
-    """Records of one loop turn travel as one frame; one that cannot be serialised (an
-    integer past 64 bits) is refused by itself, and its neighbours are committed."""
-    path = tmp_path / "log.db"
-    await asyncio.to_thread(migrate.upgrade, f"sqlite+aiosqlite:///{path}")
-    log = DecisionLog(f"sqlite+aiosqlite:///{path}")
-    await log.start()
+async def _one_bad_among_good(log: DecisionLog) -> None:
+    """Three decisions in one frame, the middle one's record holding an integer past 64
+    bits (which orjson refuses): it alone fails, then the log is closed."""
     try:
         results = await asyncio.gather(
             log.write([_record("before")]), log.write([{**_record("bad"), "detail": {"n": 2**70}}]),
@@ -57,6 +53,16 @@ async def test_a_record_that_cannot_be_sent_fails_alone_not_its_frame(tmp_path):
         await log.close()
     assert results[0] is None and results[2] is None
     assert isinstance(results[1], RecordingFailed) and "cannot be written" in str(results[1])
+
+
+async def test_a_record_that_cannot_be_sent_fails_alone_not_its_frame(tmp_path):
+    """Records of one loop turn travel as one frame; one that cannot be serialised (an
+    integer past 64 bits) is refused by itself, and its neighbours are committed."""
+    path = tmp_path / "log.db"
+    await asyncio.to_thread(migrate.upgrade, f"sqlite+aiosqlite:///{path}")
+    log = DecisionLog(f"sqlite+aiosqlite:///{path}")
+    await log.start()
+    await _one_bad_among_good(log)
     with sqlite3.connect(path) as conn:
         rows = conn.execute("SELECT decision_id FROM decision_log ORDER BY seq").fetchall()
     assert [r[0] for r in rows] == ["before", "after"]
@@ -183,14 +189,7 @@ async def test_inline_on_postgres_a_record_that_cannot_be_hashed_fails_alone(pos
     log = DecisionLog(postgres_url)
     await log.start()
     assert log._local is not None
-    try:
-        results = await asyncio.gather(
-            log.write([_record("before")]), log.write([{**_record("bad"), "detail": {"n": 2**70}}]),
-            log.write([_record("after")]), return_exceptions=True)
-    finally:
-        await log.close()
-    assert results[0] is None and results[2] is None
-    assert isinstance(results[1], RecordingFailed) and "cannot be written" in str(results[1])
+    await _one_bad_among_good(log)
     conn = await asyncpg.connect(postgres_url.replace("+asyncpg", ""))
     try:
         rows = await conn.fetch("SELECT decision_id FROM decision_log ORDER BY seq")
