@@ -275,6 +275,21 @@ class DecisionLog:
         """The frame goes to the writer's loop in this process as it is: no serialising.
         The requests are kept with it, for the rare frame refused as CANNOT_BE_WRITTEN."""
         records = [r for batch, _ in pending for r in batch]
+        room = local.room()
+        if len(records) > room:  # the database is not keeping up
+            behind = RecordingFailed(
+                f"the decision log is behind: {local.limit} records wait for the database")
+            kept = []
+            for batch, done in pending:
+                if len(batch) <= room:
+                    kept.append((batch, done))
+                    room -= len(batch)
+                else:
+                    self._fail([done], behind)
+            if not kept:
+                return
+            pending = kept
+            records = [r for batch, _ in pending for r in batch]
         self._frame += 1
         local.send(self._frame, records)
         assert self._loop is not None

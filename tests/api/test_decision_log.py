@@ -529,3 +529,41 @@ async def test_closing_the_inline_log_commits_what_was_sent(postgres_url):
     finally:
         await engine.dispose()
     assert count == 50
+
+
+async def test_while_postgres_hangs_the_inline_queue_is_bounded(postgres_url, monkeypatch):
+    """The database neither commits nor refuses (the chain head stays locked): decisions
+    past the queue's bound are refused at once (503), not held in the worker's memory, and
+    once the database answers again decisions are recorded."""
+    import asyncpg
+
+    from app.decisions import writer
+
+    monkeypatch.setattr(writer, "QUEUED_BATCHES", 2)
+    settings = _pg_settings(postgres_url, decision_log_max_batch=4)  # 8 records may wait
+    async with app_client(settings) as client:
+        await _plan(client)
+        authorize = {"plan_id": "p-1", "tool": READER}
+        assert (await client.post("/v1/authorize-tool", json=authorize)).status_code == 200
+        other = await asyncpg.connect(postgres_url.replace("+asyncpg", ""))
+        try:
+            async with other.transaction():
+                await other.execute("SELECT 1 FROM chain_head WHERE id = 1 FOR UPDATE")
+                stuck = [asyncio.ensure_future(client.post("/v1/authorize-tool", json=authorize))
+                         for _ in range(4)]  # the batch in flight, waiting for the lock
+                await asyncio.sleep(0.3)
+                waiting = [asyncio.ensure_future(client.post("/v1/authorize-tool", json=authorize))
+                           for _ in range(20)]
+                await asyncio.sleep(0.3)
+                refused = [w.result() for w in waiting if w.done()]
+                queued = [w for w in waiting if not w.done()]
+                assert len(refused) == 12 and not any(s.done() for s in stuck)
+                assert {r.status_code for r in refused} == {503}
+                assert "behind" in refused[0].json()["error"]["message"]
+        finally:
+            await other.close()
+        answered = await asyncio.gather(*stuck, *queued)
+        assert {r.status_code for r in answered} == {200}
+        r = await client.post("/v1/authorize-tool", json=authorize)
+        assert r.status_code == 200 and r.json()["allowed"] is True
+        assert (await client.get("/v1/audit/verify")).json()["ok"] is True
