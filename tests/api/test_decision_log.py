@@ -1,6 +1,9 @@
 """The durable decision log: every decision recorded, queries, stats, export, verify."""
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 import orjson
@@ -431,6 +434,28 @@ async def _writer_backend(client: httpx.AsyncClient) -> int:
     return store._conn.get_server_pid()
 
 
+@asynccontextmanager
+async def _head_locked(url: str) -> AsyncIterator[Any]:
+    """Another transaction holds the chain head's row lock: commits wait behind it."""
+    import asyncpg
+
+    other = await asyncpg.connect(url.replace("+asyncpg", ""))
+    try:
+        async with other.transaction():
+            await other.execute("SELECT 1 FROM chain_head WHERE id = 1 FOR UPDATE")
+            yield other
+    finally:
+        await other.close()
+
+
+async def _authorized_once(client: httpx.AsyncClient) -> dict:
+    """The plan, and one decision recorded: the body to send again."""
+    await _plan(client)
+    authorize = {"plan_id": "p-1", "tool": READER}
+    assert (await client.post("/v1/authorize-tool", json=authorize)).status_code == 200
+    return authorize
+
+
 async def test_one_postgres_worker_commits_on_its_own_event_loop(postgres_url):
     """With Postgres and no shared writer the group commit runs on the worker's event loop:
     no writer process; every decision is recorded once and the chain verifies."""
@@ -455,26 +480,15 @@ async def test_a_lost_postgres_connection_fails_what_it_held_and_the_next_reconn
         postgres_url):
     """The inline writer's connection is cut while a decision waits for its commit: that
     request gets 503 at once (never an allow); the next decision reconnects and is recorded."""
-    import asyncpg
-
     async with app_client(_pg_settings(postgres_url)) as client:
-        await _plan(client)
-        authorize = {"plan_id": "p-1", "tool": READER}
-        assert (await client.post("/v1/authorize-tool", json=authorize)).status_code == 200
+        authorize = await _authorized_once(client)
         backend = await _writer_backend(client)
-        other = await asyncpg.connect(postgres_url.replace("+asyncpg", ""))
-        try:
-            holding = other.transaction()
-            await holding.start()
-            await other.execute("SELECT 1 FROM chain_head WHERE id = 1 FOR UPDATE")
+        async with _head_locked(postgres_url) as other:
             pending = asyncio.ensure_future(client.post("/v1/authorize-tool", json=authorize))
             await asyncio.sleep(0.3)
             assert not pending.done()  # its commit waits for the head's lock
             await other.execute("SELECT pg_terminate_backend($1)", backend)
             r = await asyncio.wait_for(pending, 2)  # at once, not after the 5 s timeout
-            await holding.rollback()
-        finally:
-            await other.close()
         assert r.status_code == 503 and r.json()["error"]["code"] == "decision_not_recorded"
         assert "allowed" not in r.text
         r = await client.post("/v1/authorize-tool", json=authorize)
@@ -488,20 +502,11 @@ async def test_an_inline_commit_that_hangs_is_refused_in_time_and_the_log_goes_o
         postgres_url):
     """A commit held up (another transaction keeps the chain head locked) answers 503 once
     decision_log_timeout_seconds pass; when the lock goes, decisions are recorded again."""
-    import asyncpg
-
     settings = _pg_settings(postgres_url, decision_log_timeout_seconds=0.3)
     async with app_client(settings) as client:
-        await _plan(client)
-        authorize = {"plan_id": "p-1", "tool": READER}
-        assert (await client.post("/v1/authorize-tool", json=authorize)).status_code == 200
-        other = await asyncpg.connect(postgres_url.replace("+asyncpg", ""))
-        try:
-            async with other.transaction():
-                await other.execute("SELECT 1 FROM chain_head WHERE id = 1 FOR UPDATE")
-                r = await asyncio.wait_for(client.post("/v1/authorize-tool", json=authorize), 3)
-        finally:
-            await other.close()
+        authorize = await _authorized_once(client)
+        async with _head_locked(postgres_url):
+            r = await asyncio.wait_for(client.post("/v1/authorize-tool", json=authorize), 3)
         assert r.status_code == 503 and "not recorded within 0.3s" in r.text
         r = await client.post("/v1/authorize-tool", json=authorize)
         assert r.status_code == 200 and r.json()["allowed"] is True
@@ -535,33 +540,24 @@ async def test_while_postgres_hangs_the_inline_queue_is_bounded(postgres_url, mo
     """The database neither commits nor refuses (the chain head stays locked): decisions
     past the queue's bound are refused at once (503), not held in the worker's memory, and
     once the database answers again decisions are recorded."""
-    import asyncpg
-
     from app.decisions import writer
 
     monkeypatch.setattr(writer, "QUEUED_BATCHES", 2)
     settings = _pg_settings(postgres_url, decision_log_max_batch=4)  # 8 records may wait
     async with app_client(settings) as client:
-        await _plan(client)
-        authorize = {"plan_id": "p-1", "tool": READER}
-        assert (await client.post("/v1/authorize-tool", json=authorize)).status_code == 200
-        other = await asyncpg.connect(postgres_url.replace("+asyncpg", ""))
-        try:
-            async with other.transaction():
-                await other.execute("SELECT 1 FROM chain_head WHERE id = 1 FOR UPDATE")
-                stuck = [asyncio.ensure_future(client.post("/v1/authorize-tool", json=authorize))
-                         for _ in range(4)]  # the batch in flight, waiting for the lock
-                await asyncio.sleep(0.3)
-                waiting = [asyncio.ensure_future(client.post("/v1/authorize-tool", json=authorize))
-                           for _ in range(20)]
-                await asyncio.sleep(0.3)
-                refused = [w.result() for w in waiting if w.done()]
-                queued = [w for w in waiting if not w.done()]
-                assert len(refused) == 12 and not any(s.done() for s in stuck)
-                assert {r.status_code for r in refused} == {503}
-                assert "behind" in refused[0].json()["error"]["message"]
-        finally:
-            await other.close()
+        authorize = await _authorized_once(client)
+        async with _head_locked(postgres_url):
+            stuck = [asyncio.ensure_future(client.post("/v1/authorize-tool", json=authorize))
+                     for _ in range(4)]  # the batch in flight, waiting for the lock
+            await asyncio.sleep(0.3)
+            waiting = [asyncio.ensure_future(client.post("/v1/authorize-tool", json=authorize))
+                       for _ in range(20)]
+            await asyncio.sleep(0.3)
+            refused = [w.result() for w in waiting if w.done()]
+            queued = [w for w in waiting if not w.done()]
+            assert len(refused) == 12 and not any(s.done() for s in stuck)
+            assert {r.status_code for r in refused} == {503}
+            assert "behind" in refused[0].json()["error"]["message"]
         answered = await asyncio.gather(*stuck, *queued)
         assert {r.status_code for r in answered} == {200}
         r = await client.post("/v1/authorize-tool", json=authorize)
