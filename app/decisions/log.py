@@ -94,6 +94,10 @@ def start_shared_writer(database_url: str, *, max_batch: int, timeout: float,
 # per turn; no change on Postgres, whose writer reads frames while its commit is in flight.
 FRAME_REQUESTS = 32
 
+# How many full batches of records may wait for the writer's answer (DecisionLog._limit):
+# 32,768 records (~32 MB) at the default max_batch.
+WAITING_BATCHES = 64
+
 
 class DecisionLog:
     """One per worker process: `await write(records)` returns once they are committed.
@@ -133,6 +137,11 @@ class DecisionLog:
         self._inflight: dict[int, tuple[list[Done], asyncio.TimerHandle, int,
                                         list[tuple[list[dict[str, Any]], Done]] | None]] = {}
         self._frame = 0
+        # Records sent and not yet answered by the writer (an expired frame's included:
+        # `_expired` keeps their counts); past `_limit` new decisions get 503 at once.
+        self._unanswered = 0
+        self._expired: dict[int, int] = {}
+        self._limit = WAITING_BATCHES * max_batch
         self.batches = 0  # commits acknowledged by the current writer
         self.records = 0
         # Called (call_soon) with an acknowledgement's number right after the requests it
@@ -251,6 +260,11 @@ class DecisionLog:
             if out is None or not self._connected or out.is_closing():
                 raise RecordingFailed("the decision log writer is not running")
             records = [r for batch, _ in pending for r in batch]
+            if len(records) > self._limit - self._unanswered:
+                pending = self._within_limit(pending)
+                if not pending:
+                    return
+                records = [r for batch, _ in pending for r in batch]
             try:
                 frame = orjson.dumps([self._frame + 1, records])
             except orjson.JSONEncodeError:
@@ -262,6 +276,7 @@ class DecisionLog:
                 frame = orjson.dumps([self._frame + 1, records])
             self._frame += 1
             out.write(frame + b"\n")
+            self._unanswered += len(records)
         except Exception as exc:  # closed pipe: not recorded
             self._fail([done for _, done in pending], exc)
             return
@@ -275,23 +290,14 @@ class DecisionLog:
         """The frame goes to the writer's loop in this process as it is: no serialising.
         The requests are kept with it, for the rare frame refused as CANNOT_BE_WRITTEN."""
         records = [r for batch, _ in pending for r in batch]
-        room = local.room()
-        if len(records) > room:  # the database is not keeping up
-            behind = RecordingFailed(
-                f"the decision log is behind: {local.limit} records wait for the database")
-            kept = []
-            for batch, done in pending:
-                if len(batch) <= room:
-                    kept.append((batch, done))
-                    room -= len(batch)
-                else:
-                    self._fail([done], behind)
-            if not kept:
+        if len(records) > self._limit - self._unanswered:
+            pending = self._within_limit(pending)
+            if not pending:
                 return
-            pending = kept
             records = [r for batch, _ in pending for r in batch]
         self._frame += 1
         local.send(self._frame, records)
+        self._unanswered += len(records)
         assert self._loop is not None
         timer = self._loop.call_later(self._timeout, self._expire, self._frame)
         self._inflight[self._frame] = ([done for _, done in pending], timer, len(records),
@@ -309,9 +315,28 @@ class DecisionLog:
                 kept.append((records, done))
         return kept
 
+    def _within_limit(self, pending: list[tuple[list[dict[str, Any]], Done]]
+                      ) -> list[tuple[list[dict[str, Any]], Done]]:
+        """The requests whose records still fit under the limit, in order; the others fail.
+        Records the writer has not answered wait in memory (this worker's, and the writer
+        process's): while the database hangs, neither committing nor refusing, they would
+        pile up at ~1 kB a decision (25 MB a second under load) behind the stalled commit."""
+        room = self._limit - self._unanswered
+        behind = RecordingFailed(
+            f"the decision log is behind: {self._unanswered} records wait for the database")
+        kept = []
+        for batch, done in pending:
+            if len(batch) <= room:
+                kept.append((batch, done))
+                room -= len(batch)
+            else:
+                self._fail([done], behind)
+        return kept
+
     def _expire(self, frame: int) -> None:
         entry = self._inflight.pop(frame, None)
         if entry is not None:
+            self._expired[frame] = entry[2]  # its records still wait for the writer
             self._fail(entry[0], RecordingFailed(
                 f"the decision was not recorded within {self._timeout}s"))
 
@@ -319,9 +344,11 @@ class DecisionLog:
         """The writer's answer for one frame: release its requests, or fail them."""
         entry = self._inflight.pop(frame, None)
         if entry is None:
+            self._unanswered -= self._expired.pop(frame, 0)
             return  # expired already
         waiters, timer, count, pending = entry
         timer.cancel()
+        self._unanswered -= count
         if error is None:
             self.batches = commits
             self.records += count
@@ -345,6 +372,7 @@ class DecisionLog:
         self._connected = False
         self._local = None
         inflight, self._inflight = self._inflight, {}
+        self._unanswered, self._expired = 0, {}
         for waiters, timer, _, _ in inflight.values():
             timer.cancel()
             self._fail(waiters, RecordingFailed("the decision log writer stopped"))
@@ -364,6 +392,7 @@ class DecisionLog:
             # Its frames are taken before awaiting its exit: a request meanwhile starts a new
             # writer, and the frames sent to that one are not this writer's to fail.
             inflight, self._inflight = self._inflight, {}
+            self._unanswered, self._expired = 0, {}
             why = ("the decision log writer exited "
                    f"({await process.wait()})" if process is not None else
                    "the connection to the shared decision log writer was lost")

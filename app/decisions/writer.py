@@ -282,7 +282,6 @@ class Writer:
         self.records = 0
         self.frames = 0
         self._queue: list[Item] = []
-        self.queued = 0  # records in _queue, not yet taken by a commit
         self._arrived = asyncio.Event()
         self._sources = 0
         self._accepting = True  # False once no new source can come
@@ -316,7 +315,6 @@ class Writer:
     def take(self, frames: list[Frame], source: Source) -> None:
         source.took(len(frames))
         self._queue.extend((frame, source) for frame in frames)
-        self.queued += sum(len(records) for _, records in frames)
         self._arrived.set()
 
     def stop_accepting(self) -> None:
@@ -326,7 +324,7 @@ class Writer:
     async def run(self) -> None:
         """Until every source has ended and everything it sent is committed."""
         while True:
-            items, self._queue, self.queued = self._queue, [], 0
+            items, self._queue = self._queue, []
             if items:
                 await self.commit(items)
             elif not self._sources and not self._accepting:
@@ -371,9 +369,6 @@ class Writer:
 # records again.
 CANNOT_BE_WRITTEN = "the record cannot be written"
 
-# How many full batches may wait behind the commit in flight (InProcess.limit).
-QUEUED_BATCHES = 64
-
 
 class InProcess:
     """The writer's loop on the caller's own event loop: `send` frames, and each frame's
@@ -390,18 +385,10 @@ class InProcess:
     def __init__(self, config: dict[str, Any],
                  answer: Callable[[int, str | None, int], object]) -> None:
         self.writer = Writer(open_store(config), int(config["max_batch"]))
-        # Records waiting for a commit stay in the worker's memory: while the database
-        # hangs (it neither commits nor refuses), new decisions are refused at once past
-        # this many (~1 kB each) instead of queueing without bound behind the stalled one.
-        self.limit = QUEUED_BATCHES * self.writer.max_batch
         self._source = Callback(answer)
         self.writer.attach()
         self.running = asyncio.get_running_loop().create_task(
             self.writer.run(), name="toolgate-decision-log-writer")
-
-    def room(self) -> int:
-        """How many more records may be sent now."""
-        return self.limit - self.writer.queued
 
     def send(self, frame_id: int, records: list[dict[str, Any]]) -> None:
         self.writer.take([(frame_id, records)], self._source)

@@ -536,30 +536,57 @@ async def test_closing_the_inline_log_commits_what_was_sent(postgres_url):
     assert count == 50
 
 
-async def test_while_postgres_hangs_the_inline_queue_is_bounded(postgres_url, monkeypatch):
-    """The database neither commits nor refuses (the chain head stays locked): decisions
-    past the queue's bound are refused at once (503), not held in the worker's memory, and
-    once the database answers again decisions are recorded."""
-    from app.decisions import writer
+async def _bounded_while_stalled(client: httpx.AsyncClient, stalled: Any) -> None:
+    """With 8 records allowed to wait (WAITING_BATCHES 2 x max_batch 4) and the commit
+    stalled by `stalled` (an async context manager): 4 decisions go out and wait, of 20 more
+    the first 4 are taken and 16 refused at once (503); once the stall ends every decision
+    taken is recorded, and so are later ones."""
+    authorize = await _authorized_once(client)
+    async with stalled:
+        first = [asyncio.ensure_future(client.post("/v1/authorize-tool", json=authorize))
+                 for _ in range(4)]
+        await asyncio.sleep(0.3)
+        more = [asyncio.ensure_future(client.post("/v1/authorize-tool", json=authorize))
+                for _ in range(20)]
+        await asyncio.sleep(0.3)
+        refused = [m.result() for m in more if m.done()]
+        taken = first + [m for m in more if not m.done()]
+        assert len(refused) == 16 and len(taken) == 8
+        assert {r.status_code for r in refused} == {503}
+        assert "the decision log is behind" in refused[0].json()["error"]["message"]
+    answered = await asyncio.wait_for(asyncio.gather(*taken), 5)
+    assert {r.status_code for r in answered} == {200}
+    r = await client.post("/v1/authorize-tool", json=authorize)
+    assert r.status_code == 200 and r.json()["allowed"] is True
+    assert (await client.get("/v1/audit/verify")).json()["ok"] is True
 
-    monkeypatch.setattr(writer, "QUEUED_BATCHES", 2)
-    settings = _pg_settings(postgres_url, decision_log_max_batch=4)  # 8 records may wait
-    async with app_client(settings) as client:
-        authorize = await _authorized_once(client)
-        async with _head_locked(postgres_url):
-            stuck = [asyncio.ensure_future(client.post("/v1/authorize-tool", json=authorize))
-                     for _ in range(4)]  # the batch in flight, waiting for the lock
-            await asyncio.sleep(0.3)
-            waiting = [asyncio.ensure_future(client.post("/v1/authorize-tool", json=authorize))
-                       for _ in range(20)]
-            await asyncio.sleep(0.3)
-            refused = [w.result() for w in waiting if w.done()]
-            queued = [w for w in waiting if not w.done()]
-            assert len(refused) == 12 and not any(s.done() for s in stuck)
-            assert {r.status_code for r in refused} == {503}
-            assert "behind" in refused[0].json()["error"]["message"]
-        answered = await asyncio.gather(*stuck, *queued)
-        assert {r.status_code for r in answered} == {200}
-        r = await client.post("/v1/authorize-tool", json=authorize)
-        assert r.status_code == 200 and r.json()["allowed"] is True
-        assert (await client.get("/v1/audit/verify")).json()["ok"] is True
+
+async def test_while_postgres_hangs_the_records_waiting_are_bounded(postgres_url, monkeypatch):
+    """The database neither commits nor refuses (the chain head stays locked): the inline
+    writer's records wait in the worker's memory, so past the bound decisions are refused."""
+    monkeypatch.setattr("app.decisions.log.WAITING_BATCHES", 2)
+    async with app_client(_pg_settings(postgres_url, decision_log_max_batch=4)) as client:
+        await _bounded_while_stalled(client, _head_locked(postgres_url))
+
+
+@asynccontextmanager
+async def _stopped(process: Any) -> AsyncIterator[None]:
+    import os
+    import signal
+
+    os.kill(process.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(process.pid, signal.SIGCONT)
+
+
+async def test_while_the_writer_process_stalls_the_records_waiting_are_bounded(
+        settings, monkeypatch):
+    """The same bound with a writer process (stopped, so it neither answers nor fails)."""
+    monkeypatch.setattr("app.decisions.log.WAITING_BATCHES", 2)
+    changed = settings.model_copy(update={"decision_log_writer": "process",
+                                          "decision_log_max_batch": 4})
+    async with app_client(changed) as client:
+        await _bounded_while_stalled(
+            client, _stopped(client.app.state.toolgate.decision_log._process))
