@@ -259,12 +259,9 @@ class DecisionLog:
         try:
             if out is None or not self._connected or out.is_closing():
                 raise RecordingFailed("the decision log writer is not running")
-            records = [r for batch, _ in pending for r in batch]
-            if len(records) > self._limit - self._unanswered:
-                pending = self._within_limit(pending)
-                if not pending:
-                    return
-                records = [r for batch, _ in pending for r in batch]
+            pending, records = self._within_limit(pending)
+            if not pending:
+                return
             try:
                 frame = orjson.dumps([self._frame + 1, records])
             except orjson.JSONEncodeError:
@@ -289,12 +286,9 @@ class DecisionLog:
                      ) -> None:
         """The frame goes to the writer's loop in this process as it is: no serialising.
         The requests are kept with it, for the rare frame refused as CANNOT_BE_WRITTEN."""
-        records = [r for batch, _ in pending for r in batch]
-        if len(records) > self._limit - self._unanswered:
-            pending = self._within_limit(pending)
-            if not pending:
-                return
-            records = [r for batch, _ in pending for r in batch]
+        pending, records = self._within_limit(pending)
+        if not pending:
+            return
         self._frame += 1
         local.send(self._frame, records)
         self._unanswered += len(records)
@@ -316,12 +310,16 @@ class DecisionLog:
         return kept
 
     def _within_limit(self, pending: list[tuple[list[dict[str, Any]], Done]]
-                      ) -> list[tuple[list[dict[str, Any]], Done]]:
-        """The requests whose records still fit under the limit, in order; the others fail.
-        Records the writer has not answered wait in memory (this worker's, and the writer
-        process's): while the database hangs, neither committing nor refusing, they would
-        pile up at ~1 kB a decision (25 MB a second under load) behind the stalled commit."""
+                      ) -> tuple[list[tuple[list[dict[str, Any]], Done]], list[dict[str, Any]]]:
+        """The requests whose records still fit under the limit, in order (the others fail),
+        and their records. Records the writer has not answered wait in memory (this
+        worker's, and the writer process's): while the database hangs, neither committing
+        nor refusing, they would pile up at ~1 kB a decision (25 MB a second under load)
+        behind the stalled commit."""
+        records = [r for batch, _ in pending for r in batch]
         room = self._limit - self._unanswered
+        if len(records) <= room:
+            return pending, records
         behind = RecordingFailed(
             f"the decision log is behind: {self._unanswered} records wait for the database")
         kept = []
@@ -331,7 +329,7 @@ class DecisionLog:
                 room -= len(batch)
             else:
                 self._fail([done], behind)
-        return kept
+        return kept, [r for batch, _ in kept for r in batch]
 
     def _expire(self, frame: int) -> None:
         entry = self._inflight.pop(frame, None)
