@@ -369,11 +369,20 @@ class DecisionLog:
         log.error("decision log writer: %r", running.exception())
         self._connected = False
         self._local = None
+        self._fail_all(self._take_inflight(), "the decision log writer stopped")
+
+    def _take_inflight(self) -> dict[int, Any]:
+        """What the writer that is gone held: none of it will be answered."""
         inflight, self._inflight = self._inflight, {}
         self._unanswered, self._expired = 0, {}
+        return inflight
+
+    def _fail_all(self, inflight: dict[int, Any], why: str) -> None:
+        if inflight:
+            log.error("%s with %d batches unrecorded", why, len(inflight))
         for waiters, timer, _, _ in inflight.values():
             timer.cancel()
-            self._fail(waiters, RecordingFailed("the decision log writer stopped"))
+            self._fail(waiters, RecordingFailed(why))
 
     async def _read_acks(self, acks: asyncio.StreamReader,
                          process: asyncio.subprocess.Process | None) -> None:
@@ -389,16 +398,10 @@ class DecisionLog:
                 self._out.close()
             # Its frames are taken before awaiting its exit: a request meanwhile starts a new
             # writer, and the frames sent to that one are not this writer's to fail.
-            inflight, self._inflight = self._inflight, {}
-            self._unanswered, self._expired = 0, {}
-            why = ("the decision log writer exited "
-                   f"({await process.wait()})" if process is not None else
-                   "the connection to the shared decision log writer was lost")
-            if inflight:
-                log.error("%s with %d batches unrecorded", why, len(inflight))
-            for waiters, timer, _, _ in inflight.values():
-                timer.cancel()
-                self._fail(waiters, RecordingFailed(why))
+            inflight = self._take_inflight()
+            self._fail_all(inflight, "the decision log writer exited "
+                           f"({await process.wait()})" if process is not None else
+                           "the connection to the shared decision log writer was lost")
 
     @staticmethod
     def _fail(waiters: list[Done], error: BaseException) -> None:

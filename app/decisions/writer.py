@@ -173,6 +173,8 @@ class PostgresStore:
                 head = tuple(await conn.fetchrow(_PG_LOCK_HEAD))
                 if not await self._extend(conn, records, head):  # type: ignore[arg-type]
                     raise RuntimeError("the chain head moved although it was locked")
+        except orjson.JSONEncodeError:
+            raise  # a record refused while hashing, before anything was sent: no harm done
         except BaseException:
             self.close()  # reconnect, and read the head, on the next batch
             raise

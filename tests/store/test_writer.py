@@ -42,13 +42,14 @@ async def test_a_bad_batch_is_refused_alone_and_the_writer_goes_on(tmp_path):
     assert [r[0] for r in rows] == ["good"] and rows[0][1].count(":") == 2
 
 
-async def _one_bad_among_good(log: DecisionLog) -> None:
+async def _one_bad_among_good(log: DecisionLog, then=lambda: None) -> None:  # type: ignore[no-untyped-def]
     """Three decisions in one frame, the middle one's record holding an integer past 64
-    bits (which orjson refuses): it alone fails, then the log is closed."""
+    bits (which orjson refuses): it alone fails; `then()`, and the log is closed."""
     try:
         results = await asyncio.gather(
             log.write([_record("before")]), log.write([{**_record("bad"), "detail": {"n": 2**70}}]),
             log.write([_record("after")]), return_exceptions=True)
+        then()
     finally:
         await log.close()
     assert results[0] is None and results[2] is None
@@ -189,10 +190,17 @@ async def test_inline_on_postgres_a_record_that_cannot_be_hashed_fails_alone(pos
     log = DecisionLog(postgres_url)
     await log.start()
     assert log._local is not None
-    await _one_bad_among_good(log)
+    await log.write([_record("first")])
+    store = log._local.writer.store
+    connection = store._conn
+
+    def kept_its_connection() -> None:  # nothing had been sent: no reason to reconnect
+        assert store._conn is connection
+
+    await _one_bad_among_good(log, kept_its_connection)
     conn = await asyncpg.connect(postgres_url.replace("+asyncpg", ""))
     try:
         rows = await conn.fetch("SELECT decision_id FROM decision_log ORDER BY seq")
     finally:
         await conn.close()
-    assert [r[0] for r in rows] == ["before", "after"]
+    assert [r[0] for r in rows] == ["first", "before", "after"]
