@@ -172,31 +172,26 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
             self._finish(cycle, self._ok(cycle, body), None)
             return True
         # False when no writer runs: the ASGI app's write() starts one.
-        return fast.state.decision_log.submit(
-            [record], lambda number, error: self._recorded(cycle, body, number, error))
+        return fast.state.decision_log.submit([record], partial(self._recorded, cycle, body))
 
     def _recorded(self, cycle: _HotCycle, body: bytes, number: int | None,
                   error: RecordingFailed | None) -> None:
         """The decision log's answer for one request: committed (`number`), or not."""
         try:
-            self._answer_recorded(cycle, body, number, error)
+            if error is None:
+                self._finish(cycle, self._ok(cycle, body), number)
+                return
+            from app.api import handlers
+            from app.decisions.audit import not_recorded
+
+            exc = not_recorded(error)
+            response = handlers.envelope(exc.status, exc.code, exc.message, exc.details,
+                                         headers=exc.headers)
+            self._finish(cycle, self._head(exc.status, response.raw_headers, cycle)
+                         + response.body, None, exc.status)
         except Exception:  # no answer can be given: the client sees the connection end
             log.exception("answering a decision failed; closing its connection")
             self.transport.close()
-
-    def _answer_recorded(self, cycle: _HotCycle, body: bytes, number: int | None,
-                         error: RecordingFailed | None) -> None:
-        if error is None:
-            self._finish(cycle, self._ok(cycle, body), number)
-            return
-        from app.api import handlers
-        from app.decisions.audit import not_recorded
-
-        exc = not_recorded(error)
-        response = handlers.envelope(exc.status, exc.code, exc.message, exc.details,
-                                     headers=exc.headers)
-        self._finish(cycle, self._head(exc.status, response.raw_headers, cycle)
-                     + response.body, None, exc.status)
 
     def _ok(self, cycle: _HotCycle, body: bytes) -> bytes:
         return b"".join((STATUS_LINE[200], *self._defaults(), _OK_HEADERS,

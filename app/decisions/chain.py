@@ -9,13 +9,14 @@ written has prev_hash GENESIS.
 from __future__ import annotations
 
 import hashlib
+import operator
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from app.decisions.records import parse_iso
+from app.decisions.records import RECORD_FIELDS, parse_iso
 
 GENESIS = "0" * 64
 
@@ -29,28 +30,50 @@ def record_hash(record: dict[str, Any]) -> str:
     return hashlib.sha256(canonical(record)).hexdigest()
 
 
-def chain_rows(records: list[dict[str, Any]], seq: int, prev: str,
-               time: Callable[[str], Any] = parse_iso
-               ) -> tuple[list[dict[str, Any]], int, str]:
-    """Give each record its seq, prev_hash and hash; return the rows to insert and the new
-    head. The hash covers the record as exported (ISO time, nested detail); the row holds
-    `time(ISO text)` (a datetime by default) and `detail` as the canonical JSON text that
-    was hashed (serialised once: the hash embeds it as an orjson Fragment)."""
+# The decision_log columns in table order (tests/store checks this against the table): how
+# the writers bind a row, positionally.
+COLUMNS = ("seq", *RECORD_FIELDS, "prev_hash", "hash")
+_values = operator.itemgetter(*COLUMNS)
+
+
+def chain_values(records: list[dict[str, Any]], seq: int, prev: str,
+                 time: Callable[[str], Any] = parse_iso
+                 ) -> tuple[list[tuple[Any, ...]], int, str]:
+    """Give each record its seq, prev_hash and hash; return the rows to insert, as tuples
+    in COLUMNS order, and the new head. The hash covers the record as exported (ISO time,
+    nested detail); the row holds `time(ISO text)` and `detail` as the canonical JSON text
+    that was hashed (serialised once: the hash embeds it as an orjson Fragment). The
+    records keep their ISO time and nested detail, so a batch can be chained again."""
     rows = []
+    sort = orjson.OPT_SORT_KEYS
     for record in records:
         seq += 1
         record["seq"] = seq
         record["prev_hash"] = prev
-        detail = orjson.dumps(record["detail"], option=orjson.OPT_SORT_KEYS)
-        row = record.copy()  # what is hashed, then (with hash, time, text) the row
-        row.pop("hash", None)
-        row["detail"] = orjson.Fragment(detail)
-        record["hash"] = row["hash"] = prev = hashlib.sha256(
-            orjson.dumps(row, option=orjson.OPT_SORT_KEYS)).hexdigest()
-        row["created_at"] = time(record["created_at"])
-        row["detail"] = detail.decode()
-        rows.append(row)
+        record.pop("hash", None)  # chained before, onto a head that had moved meanwhile
+        nested, moment = record["detail"], record["created_at"]
+        detail = orjson.dumps(nested, option=sort)
+        record["detail"] = orjson.Fragment(detail)
+        try:
+            record["hash"] = prev = hashlib.sha256(orjson.dumps(record, option=sort)).hexdigest()
+            if len(record) != len(COLUMNS):  # a field the table does not have
+                raise ValueError(f"unknown record fields: {sorted(set(record) - _COLUMN_SET)}")
+            record["detail"], record["created_at"] = detail.decode(), time(moment)
+            rows.append(_values(record))
+        finally:
+            record["detail"], record["created_at"] = nested, moment
     return rows, seq, prev
+
+
+_COLUMN_SET = frozenset(COLUMNS)
+
+
+def chain_rows(records: list[dict[str, Any]], seq: int, prev: str,
+               time: Callable[[str], Any] = parse_iso
+               ) -> tuple[list[dict[str, Any]], int, str]:
+    """chain_values with each row a dict of column -> value (an SQLAlchemy insert's)."""
+    rows, seq, prev = chain_values(records, seq, prev, time)
+    return [dict(zip(COLUMNS, row)) for row in rows], seq, prev
 
 
 @dataclass

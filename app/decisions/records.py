@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 MASK = "[masked]"
@@ -43,6 +43,28 @@ def utc_now_iso() -> str:
 
 def parse_iso(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)  # Postgres counts timestamptz from here
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def pg_micros(iso: str) -> int:
+    """Microseconds since PG_EPOCH of an ISO text: how Postgres stores a timestamptz, and
+    what the log writer binds (no datetime made or encoded per record). The text
+    iso_from_ns writes is read from a per-second memo, like iso_from_ns's own."""
+    global _pg_second
+    cached = _pg_second
+    if len(iso) == 27 and iso[19] == "." and iso[-1] == "Z":
+        second = iso[:19]
+        if cached[0] != second:
+            cached = _pg_second = (second, (datetime.fromisoformat(second + "+00:00")
+                                            - PG_EPOCH) // _MICROSECOND)
+        return cached[1] + int(iso[20:26])
+    return (parse_iso(iso) - PG_EPOCH) // _MICROSECOND
+
+
+_pg_second: tuple[str, int] = ("", 0)
 
 
 class _Lowered(dict[str, str]):

@@ -41,24 +41,29 @@ import signal
 import sqlite3
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
 
-from app.decisions.chain import chain_rows
-from app.decisions.records import RECORD_FIELDS, iso_from_ns
+from app.decisions.chain import COLUMNS, chain_values
+from app.decisions.records import PG_EPOCH, iso_from_ns, pg_micros
 
 log = logging.getLogger("toolgate.decisions.writer")
 
-# The decision_log columns in table order (tests/store checks this against the table).
-COLUMNS = ("seq", *RECORD_FIELDS, "prev_hash", "hash")
-_row = operator.itemgetter(*COLUMNS)  # a row dict's values as a tuple, in COLUMNS order
 Frame = tuple[int, list[dict[str, Any]]]
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _pg_now() -> int:
+    return (_now() - PG_EPOCH) // timedelta(microseconds=1)
+
+
+def _one(value: int) -> tuple[int]:
+    return (value,)
 
 
 # --- the stores: one transaction per group of frames ------------------------------------
@@ -97,8 +102,8 @@ class SQLiteStore:
         try:
             conn.execute("BEGIN IMMEDIATE")
             seq, prev = conn.execute(_SQLITE_HEAD, (_sqlite_time(_now()),)).fetchone()
-            rows, seq, prev = chain_rows(records, seq, prev, time=_sqlite_text)
-            conn.executemany(_SQLITE_INSERT, map(_row, rows))
+            rows, seq, prev = chain_values(records, seq, prev, time=_sqlite_text)
+            conn.executemany(_SQLITE_INSERT, rows)
             conn.execute(_SQLITE_SET_HEAD, (seq, prev))
             conn.execute("COMMIT")
         except BaseException:
@@ -184,15 +189,22 @@ class PostgresStore:
 
         conn = await asyncpg.connect(self._dsn, timeout=self._timeout,
                                      server_settings=_PG_SESSION)
+        try:
+            # Times as Postgres keeps them, integer microseconds since 2000: the rows'
+            # created_at comes from its ISO text by pg_micros, with no datetime in between.
+            await conn.set_type_codec("timestamptz", schema="pg_catalog", format="tuple",
+                                      encoder=_one, decoder=operator.itemgetter(0))
+        except BaseException:
+            conn.terminate()
+            raise
         self._conn, self._head = conn, None
         return conn
 
     async def _extend(self, conn: Any, records: list[dict[str, Any]],
                       head: tuple[int, str]) -> bool:
         """Chain `records` onto `head` and write them if the head is still there."""
-        rows, seq, prev = chain_rows(records, *head)  # created_at: a datetime
-        status = await conn.execute(_PG_APPEND, seq, prev, _now(), *head,
-                                    list(map(_row, rows)))
+        rows, seq, prev = chain_values(records, *head, time=pg_micros)
+        status = await conn.execute(_PG_APPEND, seq, prev, _pg_now(), *head, rows)
         if status != f"INSERT 0 {len(rows)}":
             self._head = None
             return False

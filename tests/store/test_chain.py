@@ -4,13 +4,16 @@ Fragment) must hash exactly what verification recomputes from an exported record
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+
+import orjson
+import pytest
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.decisions.chain import GENESIS, chain_rows, record_hash, verify
-from app.decisions.records import RECORD_FIELDS, iso_from_ns, parse_iso
+from app.decisions.chain import COLUMNS, GENESIS, chain_rows, chain_values, record_hash, verify
+from app.decisions.records import PG_EPOCH, RECORD_FIELDS, iso_from_ns, parse_iso, pg_micros
 from app.decisions.writer import _sqlite_text, _sqlite_time
 
 JSON = st.recursive(
@@ -33,6 +36,50 @@ def test_chained_rows_hash_what_verification_recomputes(details, tool):
     for record in records:
         assert record["hash"] == record_hash(record)
     assert verify(records, anchor=(0, GENESIS)).ok
+    # The rows hold what was hashed: the canonical detail text, the time as `time` made it.
+    for row, record in zip(rows, records, strict=True):
+        assert row["hash"] == record["hash"] and row["created_at"] == parse_iso(
+            record["created_at"])
+        assert verify([{**record, "detail": orjson.loads(row["detail"])}]).ok
+
+
+def _records(count: int) -> list[dict]:
+    return [{**dict.fromkeys(RECORD_FIELDS), "decision_id": f"d{i}", "kind": "authorize",
+             "created_at": iso_from_ns(time.time_ns()), "detail": {"n": i, "a": [1, 2]}}
+            for i in range(count)]
+
+
+def test_a_batch_chained_again_onto_another_head_verifies_there():
+    """What a writer does when the head moved: the records, chained once, are chained
+    again from the head it then finds; they kept their ISO time and nested detail."""
+    records = _records(3)
+    chain_values(records, 0, GENESIS, time=pg_micros)
+    assert isinstance(records[0]["created_at"], str) and records[0]["detail"]["n"] == 0
+    rows, seq, head = chain_values(records, 7, "a" * 64, time=pg_micros)
+    assert seq == 10 and [row[0] for row in rows] == [8, 9, 10]
+    assert verify(records, anchor=(7, "a" * 64)).ok and head == records[-1]["hash"]
+    assert rows[0][COLUMNS.index("created_at")] == pg_micros(records[0]["created_at"])
+
+
+def test_a_record_with_a_field_the_table_lacks_is_refused_not_hashed_into_the_chain():
+    records = _records(2)
+    records[1]["note"] = "not a column"
+    with pytest.raises(ValueError, match="note"):
+        chain_values(records, 0, GENESIS)
+    del records[1]["note"]
+    assert verify(records[:1], anchor=(0, GENESIS)).ok  # the first was chained as usual
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 253402300799 * 10**9), min_size=1, max_size=5))
+def test_pg_micros_is_the_microseconds_since_2000_of_the_iso_text(stamps):
+    """Cached per second like iso_from_ns, so several in a row, and texts of other shapes."""
+    for ns in [*stamps, stamps[0] + 1000, stamps[0]]:
+        iso = iso_from_ns(ns)
+        assert pg_micros(iso) == (parse_iso(iso) - PG_EPOCH) // timedelta(microseconds=1)
+    for iso in ("2026-01-01T05:00:00.000001+05:00", "2026-01-01T00:00:00Z",
+                "1999-12-31T23:59:59.999999Z"):
+        assert pg_micros(iso) == (parse_iso(iso) - PG_EPOCH) // timedelta(microseconds=1)
 
 
 @settings(max_examples=500, deadline=None)
