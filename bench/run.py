@@ -80,8 +80,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=4, help="measured seconds per "
                         "scenario and round (default 4)")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds: every scenario is "
-                        "measured once a round, the order alternating (default 3)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds: every scenario is "
+                        "measured once a round, the order alternating (default 5)")
     parser.add_argument("--warmup", type=float, default=2, help="warm-up seconds per "
                         "scenario, not measured (default 2)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1], help="uvicorn worker "
@@ -213,7 +213,9 @@ def run_profile(args: argparse.Namespace, workdir: Path, token: str,
         load = subprocess.Popen(
             [wrk_path, f"-t{args.threads}", f"-c{args.connections}",
              f"-d{round(args.profile_seconds) + 3}s", "--latency", "-s", str(wrk.LUA),
-             "-H", f"Authorization: Bearer {token}", srv.url + path, "--", str(body)],
+             # the agent key, as the measured load sends it (the bare app has none)
+             "-H", f"Authorization: Bearer {srv.agent_token or token}", srv.url + path,
+             "--", str(body)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(1.5)
         try:

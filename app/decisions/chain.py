@@ -73,7 +73,7 @@ def chain_rows(records: list[dict[str, Any]], seq: int, prev: str,
                ) -> tuple[list[dict[str, Any]], int, str]:
     """chain_values with each row a dict of column -> value (an SQLAlchemy insert's)."""
     rows, seq, prev = chain_values(records, seq, prev, time)
-    return [dict(zip(COLUMNS, row)) for row in rows], seq, prev
+    return [dict(zip(COLUMNS, row, strict=True)) for row in rows], seq, prev
 
 
 @dataclass

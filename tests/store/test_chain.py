@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
