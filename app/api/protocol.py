@@ -43,6 +43,7 @@ log = logging.getLogger("toolgate")
 PATH = "/v1/authorize-tool"
 _PATH = PATH.encode()
 _OK_HEADERS = b"content-type: application/json\r\ncontent-length: "
+_default_lines: tuple[object, bytes] = (None, b"")  # see _defaults
 
 
 def _fast_path(app: Any) -> FastAuthorize | None:
@@ -194,21 +195,29 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
             self.transport.close()
 
     def _ok(self, cycle: _HotCycle, body: bytes) -> bytes:
-        return b"".join((STATUS_LINE[200], *self._defaults(), _OK_HEADERS,
+        return b"".join((STATUS_LINE[200], self._defaults(), _OK_HEADERS,
                          str(len(body)).encode(), b"\r\n",
                          b"" if cycle.keep_alive else b"connection: close\r\n", b"\r\n",
                          body))
 
     def _head(self, status: int, headers: list[tuple[bytes, bytes]], cycle: _HotCycle) -> bytes:
-        lines = [STATUS_LINE[status], *self._defaults()]
+        lines = [STATUS_LINE[status], self._defaults()]
         lines += [b"%s: %s\r\n" % (name, value) for name, value in headers]
         if not cycle.keep_alive:
             lines.append(b"connection: close\r\n")
         lines.append(b"\r\n")
         return b"".join(lines)
 
-    def _defaults(self) -> list[bytes]:
-        return [b"%s: %s\r\n" % pair for pair in self.server_state.default_headers]
+    def _defaults(self) -> bytes:
+        """uvicorn's default header lines (date, server), formatted once per list: uvicorn
+        sets a new list when the date changes, once a second."""
+        global _default_lines
+        headers = self.server_state.default_headers
+        cached = _default_lines
+        if cached[0] is not headers:
+            cached = _default_lines = (
+                headers, b"".join(b"%s: %s\r\n" % pair for pair in headers))
+        return cached[1]
 
     def _finish(self, cycle: _HotCycle, data: bytes, ack: int | None,
                 status: int = 200) -> None:

@@ -96,6 +96,13 @@ async def test_a_known_plan_is_answered_without_an_asgi_task_as_uvicorn_would(
     found = await client.get("/v1/decisions", params={"plan_id": "p-1"})
     ids = {item["decision_id"] for item in found.json()["items"]}
     assert decision["decision_id"] in ids and orjson.loads(second[2])["decision_id"] in ids
+    # uvicorn sets a new list of default headers when the second changes: the next answer
+    # carries the new date (the hot route formats each list once).
+    state.default_headers = [(b"date", b"Tue, 01 Dec 2026 07:00:01 GMT"), (b"server", b"uvicorn")]
+    proto.data_received(_request(plan))
+    await answered(ours, 3)
+    [*_, (status, headers, _)] = responses(b"".join(ours.writes))
+    assert status == 200 and headers["date"] == "Tue, 01 Dec 2026 07:00:01 GMT"
 
 
 async def test_connection_close_is_answered_then_closed(client, plan, tasks):
