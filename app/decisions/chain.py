@@ -56,8 +56,10 @@ def chain_values(records: list[dict[str, Any]], seq: int, prev: str,
         record["detail"] = orjson.Fragment(detail)
         try:
             record["hash"] = prev = hashlib.sha256(orjson.dumps(record, option=sort)).hexdigest()
-            if len(record) != len(COLUMNS):  # a field the table does not have
-                raise ValueError(f"unknown record fields: {sorted(set(record) - _COLUMN_SET)}")
+            if len(record) != len(COLUMNS):  # a field the table lacks, or one missing
+                raise ValueError(f"not the log's record fields: unknown "
+                                 f"{sorted(set(record) - _COLUMN_SET)}, missing "
+                                 f"{sorted(_COLUMN_SET - set(record))}")
             record["detail"], record["created_at"] = detail.decode(), time(moment)
             rows.append(_values(record))
         finally:

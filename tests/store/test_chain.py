@@ -63,10 +63,13 @@ def test_a_batch_chained_again_onto_another_head_verifies_there():
 def test_a_record_with_a_field_the_table_lacks_is_refused_not_hashed_into_the_chain():
     records = _records(2)
     records[1]["note"] = "not a column"
-    with pytest.raises(ValueError, match="note"):
+    with pytest.raises(ValueError, match=r"unknown \['note'\], missing \[\]"):
         chain_values(records, 0, GENESIS)
     del records[1]["note"]
     assert verify(records[:1], anchor=(0, GENESIS)).ok  # the first was chained as usual
+    del records[1]["tool"]
+    with pytest.raises(ValueError, match=r"unknown \[\], missing \['tool'\]"):
+        chain_values(records[1:], 1, records[0]["hash"])
 
 
 @settings(max_examples=300, deadline=None)
