@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from app.decisions.records import RECORD_FIELDS, parse_iso
+from app.decisions.records import RECORD_FIELDS, iso, parse_iso
 
 GENESIS = "0" * 64
 
@@ -52,14 +52,22 @@ def chain_values(records: list[dict[str, Any]], seq: int, prev: str,
         record["prev_hash"] = prev
         record.pop("hash", None)  # chained before, onto a head that had moved meanwhile
         nested, moment = record["detail"], record["created_at"]
-        detail = orjson.dumps(nested, option=sort)
-        record["detail"] = orjson.Fragment(detail)
+        if len(moment) != 27 or moment[-1] != "Z":  # not as iso() writes it, as exported
+            moment = record["created_at"] = _exported_time(moment)
         try:
-            record["hash"] = prev = hashlib.sha256(orjson.dumps(record, option=sort)).hexdigest()
-            if len(record) != len(COLUMNS):  # a field the table lacks, or one missing
-                raise ValueError(f"not the log's record fields: unknown "
-                                 f"{sorted(set(record) - _COLUMN_SET)}, missing "
-                                 f"{sorted(_COLUMN_SET - set(record))}")
+            detail = orjson.dumps(nested, option=sort)
+            record["detail"] = orjson.Fragment(detail)
+            hashed = orjson.dumps(record, option=sort)
+        except orjson.JSONEncodeError as exc:
+            raise Unhashable(str(exc)) from None
+        finally:
+            record["detail"] = nested
+        record["hash"] = prev = hashlib.sha256(hashed).hexdigest()
+        if len(record) != len(COLUMNS):  # a field the table lacks, or one missing
+            raise ValueError(f"not the log's record fields: unknown "
+                             f"{sorted(set(record) - _COLUMN_SET)}, missing "
+                             f"{sorted(_COLUMN_SET - set(record))}")
+        try:
             record["detail"], record["created_at"] = detail.decode(), time(moment)
             rows.append(_values(record))
         finally:
@@ -68,6 +76,22 @@ def chain_values(records: list[dict[str, Any]], seq: int, prev: str,
 
 
 _COLUMN_SET = frozenset(COLUMNS)
+
+
+class Unhashable(ValueError):
+    """A record orjson cannot serialise (an integer past 64 bits): it cannot be chained.
+    Its own exception, not orjson's JSONEncodeError, which is a TypeError like many others:
+    the writer answers only this one as "the record cannot be written"."""
+
+
+def _exported_time(text: str) -> str:
+    """A record's created_at as an export shows it (iso(), "...ffffffZ"), so that what is
+    hashed is what verification recomputes. Text without a UTC offset is refused: its
+    instant is unknown."""
+    moment = parse_iso(text)
+    if moment.utcoffset() is None:
+        raise ValueError(f"created_at {text!r} has no UTC offset")
+    return iso(moment)
 
 
 def chain_rows(records: list[dict[str, Any]], seq: int, prev: str,

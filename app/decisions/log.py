@@ -357,8 +357,12 @@ class DecisionLog:
                 asyncio.get_running_loop().call_soon(hook, number)
         elif pending is not None and error.startswith(CANNOT_BE_WRITTEN) and len(pending) > 1:
             # One request's record could not be hashed: it alone fails, not its neighbours.
-            self._pending[:0] = self._serialisable(pending)
-            self._send()
+            kept = self._serialisable(pending)
+            if len(kept) < len(pending):
+                self._pending[:0] = kept
+                self._send()
+            else:  # none of them is the one: sent again, they would fail again
+                self._fail(waiters, RecordingFailed(error))
         else:
             self._fail(waiters, RecordingFailed(error))
 

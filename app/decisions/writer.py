@@ -46,7 +46,7 @@ from typing import Any
 
 import orjson
 
-from app.decisions.chain import COLUMNS, chain_values
+from app.decisions.chain import COLUMNS, Unhashable, chain_values
 from app.decisions.records import PG_EPOCH, iso_from_ns, pg_micros
 
 log = logging.getLogger("toolgate.decisions.writer")
@@ -178,7 +178,7 @@ class PostgresStore:
                 head = tuple(await conn.fetchrow(_PG_LOCK_HEAD))
                 if not await self._extend(conn, records, head):  # type: ignore[arg-type]
                     raise RuntimeError("the chain head moved although it was locked")
-        except orjson.JSONEncodeError:
+        except Unhashable:
             raise  # a record refused while hashing, before anything was sent: no harm done
         except BaseException:
             self.close()  # reconnect, and read the head, on the next batch
@@ -359,7 +359,7 @@ class Writer:
                         record["created_at"] = iso_from_ns(record["created_at"])
                 await self.store.commit(records)
                 self.commits += 1
-            except orjson.JSONEncodeError as exc:  # a record that cannot be hashed
+            except Unhashable as exc:  # a record orjson cannot serialise
                 error = f"{CANNOT_BE_WRITTEN}: {exc}"
             except Exception as exc:  # whatever the cause, these decisions are not recorded
                 error = str(exc) or type(exc).__name__

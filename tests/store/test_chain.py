@@ -97,3 +97,28 @@ def test_sqlite_time_text_from_iso_matches_the_datetime_route():
     for iso in (iso_from_ns(time.time_ns()), "2026-01-01T00:00:00.000000Z",
                 "2026-01-01T05:00:00.000001+05:00"):
         assert _sqlite_text(iso) == _sqlite_time(parse_iso(iso))
+
+
+def test_a_time_in_another_form_is_hashed_as_an_export_shows_it():
+    """created_at with an offset other than Z is chained as iso() writes it (what an export
+    of the stored row shows); a time without an offset is refused: its instant is unknown."""
+    records = _records(2)
+    records[0]["created_at"] = "2026-01-01T05:00:00.000001+05:00"
+    rows, _, _ = chain_values(records, 0, GENESIS, time=pg_micros)
+    assert records[0]["created_at"] == "2026-01-01T00:00:00.000001Z"
+    assert verify(records, anchor=(0, GENESIS)).ok
+    assert rows[0][COLUMNS.index("created_at")] == pg_micros("2026-01-01T00:00:00.000001Z")
+    naive = _records(1)
+    naive[0]["created_at"] = "2026-01-01T00:00:00.000001"
+    with pytest.raises(ValueError, match="no UTC offset"):
+        chain_values(naive, 0, GENESIS)
+
+
+def test_a_record_orjson_refuses_is_unhashable_and_left_as_it_was():
+    from app.decisions.chain import Unhashable
+
+    records = _records(1)
+    records[0]["detail"] = {"n": 2**70}
+    with pytest.raises(Unhashable):
+        chain_values(records, 0, GENESIS)
+    assert records[0]["detail"] == {"n": 2**70} and "hash" not in records[0]

@@ -204,3 +204,31 @@ async def test_inline_on_postgres_a_record_that_cannot_be_hashed_fails_alone(pos
     finally:
         await conn.close()
     assert [r[0] for r in rows] == ["first", "before", "after"]
+
+
+async def test_inline_a_frame_refused_as_unwritable_with_no_record_to_blame_fails_once(
+        postgres_url, monkeypatch):
+    """The writer refuses a frame as "cannot be written" while every record in it
+    serialises (so none can be singled out): its requests fail, rather than being sent
+    again, refused again, for ever. The log goes on."""
+    import app.decisions.writer as writer_module
+    from app.decisions.chain import Unhashable
+
+    log = DecisionLog(postgres_url)
+    await log.start()
+    chain_values = writer_module.chain_values
+
+    def refuse(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise Unhashable("refused")
+
+    try:
+        monkeypatch.setattr(writer_module, "chain_values", refuse)
+        results = await asyncio.wait_for(asyncio.gather(
+            log.write([_record("one")]), log.write([_record("two")]),
+            return_exceptions=True), timeout=10)
+        assert all(isinstance(r, RecordingFailed) and "cannot be written" in str(r)
+                   for r in results)
+        monkeypatch.setattr(writer_module, "chain_values", chain_values)
+        await log.write([_record("three")])
+    finally:
+        await log.close()
