@@ -271,16 +271,11 @@ class DecisionLog:
                     return
                 records = [r for batch, _ in pending for r in batch]
                 frame = orjson.dumps([self._frame + 1, records])
-            self._frame += 1
             out.write(frame + b"\n")
-            self._unanswered += len(records)
         except Exception as exc:  # closed pipe: not recorded
             self._fail([done for _, done in pending], exc)
             return
-        waiters = [done for _, done in pending]
-        assert self._loop is not None
-        timer = self._loop.call_later(self._timeout, self._expire, self._frame)
-        self._inflight[self._frame] = (waiters, timer, len(records), None)
+        self._sent(pending, len(records), None)
 
     def _send_inline(self, local: InProcess, pending: list[tuple[list[dict[str, Any]], Done]]
                      ) -> None:
@@ -289,13 +284,18 @@ class DecisionLog:
         pending, records = self._within_limit(pending)
         if not pending:
             return
+        local.send(self._frame + 1, records)
+        self._sent(pending, len(records), pending)
+
+    def _sent(self, pending: list[tuple[list[dict[str, Any]], Done]], count: int,
+              kept: list[tuple[list[dict[str, Any]], Done]] | None) -> None:
+        """Frame number self._frame + 1 has gone to the writer: wait for its answer, at
+        most the log's timeout."""
         self._frame += 1
-        local.send(self._frame, records)
-        self._unanswered += len(records)
+        self._unanswered += count
         assert self._loop is not None
         timer = self._loop.call_later(self._timeout, self._expire, self._frame)
-        self._inflight[self._frame] = ([done for _, done in pending], timer, len(records),
-                                       pending)
+        self._inflight[self._frame] = ([done for _, done in pending], timer, count, kept)
 
     def _serialisable(self, pending: list[tuple[list[dict[str, Any]], Done]]
                       ) -> list[tuple[list[dict[str, Any]], Done]]:
