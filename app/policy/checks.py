@@ -24,12 +24,15 @@ from app.policy.model import (
 from app.policy.paths import find_escape
 from app.policy.profiles import SafetyProfile
 
-PASS = "pass"
 SKIP = "skip"
 FAIL = "fail"
 
-# A check returns (outcome, reason) for pass/skip, or a Deny.
-Outcome = tuple[str, str] | Deny
+# A check returns a Deny, or ("pass" | "skip", reason, *arguments) written as literals, so
+# that Python builds the tuple once, at compile time. A reason with arguments is a
+# str.format template filled in only when the checks are explained (as logging formats a
+# message only when it is emitted): evaluate() without explain never reads a pass reason,
+# and formatting two of them cost each decision more than the three cheapest checks.
+Outcome = tuple[str, ...] | Deny
 Check = Callable[[Tool, Context, SafetyProfile | None], Outcome]
 
 
@@ -39,7 +42,7 @@ def _deny(code: str, message: str, **details: Any) -> Deny:
     return Deny(spec.error, spec.hierarchy, code, spec.check or "", message, details)
 
 
-NO_PROFILE = (SKIP, "no safety profile: profile checks do not apply (seed 000)")
+NO_PROFILE = ("skip", "no safety profile: profile checks do not apply (seed 000)")
 
 
 def check_read_only(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
@@ -49,16 +52,16 @@ def check_read_only(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> 
             f"Tool '{tool.name}' has writes=True but plan '{ctx.plan_id}' is read-only",
         )
     if not ctx.plan_read_only:
-        return PASS, "plan is not read-only"
-    return PASS, "tool does not write"
+        return "pass", "plan is not read-only"
+    return "pass", "tool does not write"
 
 
 def check_checkpoint(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
     required = ctx.require_checkpoints or (profile is not None and profile.require_checkpoints)
     if not required:
-        return PASS, "checkpoints are not required"
+        return "pass", "checkpoints are not required"
     if tool.checkpointable:
-        return PASS, "tool is checkpointable"
+        return "pass", "tool is checkpointable"
     source = "context.require_checkpoints" if ctx.require_checkpoints else "the safety profile"
     return _deny(
         "checkpoint_required",
@@ -72,9 +75,9 @@ def check_unsafe(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Out
     if profile is None:
         return NO_PROFILE
     if not tool.unsafe:
-        return PASS, "tool is not marked unsafe"
+        return "pass", "tool is not marked unsafe"
     if profile.allow_unsafe_tools:
-        return PASS, "the safety profile allows unsafe tools"
+        return "pass", "the safety profile allows unsafe tools"
     return _deny(
         "unsafe_tool",
         f"Tool '{tool.name}' is marked unsafe and the safety profile does not allow unsafe "
@@ -87,7 +90,7 @@ def check_skill_category(tool: Tool, ctx: Context, profile: SafetyProfile | None
         return NO_PROFILE
     allowed = profile.allowed_skill_categories
     if not allowed:
-        return PASS, "allowed_skill_categories is empty: every category is allowed"
+        return "pass", "allowed_skill_categories is empty: every category is allowed"
     if tool.skill_category is None:
         return _deny(
             "skill_category_missing",
@@ -103,18 +106,18 @@ def check_skill_category(tool: Tool, ctx: Context, profile: SafetyProfile | None
             skill_category=tool.skill_category,
             allowed_skill_categories=list(allowed),
         )
-    return PASS, f"skill category '{tool.skill_category}' is allowed"
+    return "pass", "skill category '{}' is allowed", tool.skill_category
 
 
 def check_sandbox(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
     if profile is None:
         return NO_PROFILE
     if not profile.require_sandbox:
-        return PASS, "the safety profile does not require a sandbox"
+        return "pass", "the safety profile does not require a sandbox"
     if not tool.writes:
-        return PASS, "tool does not write"
+        return "pass", "tool does not write"
     if ctx.sandbox_id:
-        return PASS, "a sandbox_id is set"
+        return "pass", "a sandbox_id is set"
     return _deny(
         "sandbox_required",
         f"Tool '{tool.name}' has writes=True and needs a sandbox, but no sandbox_id is set "
@@ -126,9 +129,9 @@ def check_human_approval(tool: Tool, ctx: Context, profile: SafetyProfile | None
     if profile is None:
         return NO_PROFILE
     if not profile.require_human_approval:
-        return PASS, "the safety profile does not require human approval"
+        return "pass", "the safety profile does not require human approval"
     if ctx.metadata.get("human_approved") is True:
-        return PASS, "metadata.human_approved is true"
+        return "pass", "metadata.human_approved is true"
     return _deny(
         "human_approval_required",
         f"Tool '{tool.name}' requires human approval, but metadata 'human_approved' is not "
@@ -155,8 +158,8 @@ def check_cost(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outco
             total_accumulated_cost=ctx.total_accumulated_cost, max_total_cost=total,
         )
     if per_plan is None and total is None:
-        return PASS, "no cost limits are set"
-    return PASS, "accumulated costs are below their limits"
+        return "pass", "no cost limits are set"
+    return "pass", "accumulated costs are below their limits"
 
 
 def check_retry(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
@@ -170,16 +173,16 @@ def check_retry(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outc
             f"max_retries_per_step {limit} (plan '{ctx.plan_id}')",
             step_retry_count=ctx.step_retry_count, max_retries_per_step=limit,
         )
-    return PASS, f"step retry count {ctx.step_retry_count} is within {limit}"
+    return "pass", "step retry count {} is within {}", ctx.step_retry_count, limit
 
 
 def check_confirmation(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
     if not tool.destructive:
-        return PASS, "tool is not destructive"
+        return "pass", "tool is not destructive"
     if ctx.dry_run:
-        return PASS, "destructive tool runs as a dry run"
+        return "pass", "destructive tool runs as a dry run"
     if ctx.confirmed:
-        return PASS, "destructive tool is confirmed"
+        return "pass", "destructive tool is confirmed"
     return _deny(
         "confirmation_required",
         f"Tool '{tool.name}' is destructive and may run only with dry_run=true or "
@@ -190,12 +193,12 @@ def check_confirmation(tool: Tool, ctx: Context, profile: SafetyProfile | None) 
 
 def check_sandbox_paths(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
     if not tool.path_args:
-        return PASS, "tool has no sandbox-sensitive path arguments"
+        return "pass", "tool has no sandbox-sensitive path arguments"
     escape = find_escape(
         tool.args, tool.path_args, root=ctx.sandbox_root, variables=ctx.variables
     )
     if escape is None:
-        return PASS, "every path argument stays inside the sandbox root"
+        return "pass", "every path argument stays inside the sandbox root"
     argument, reason = escape
     return _deny(
         "sandbox_path_escape",
@@ -212,7 +215,7 @@ def check_write_guard(tool: Tool, ctx: Context, profile: SafetyProfile | None) -
             f"(plan={ctx.plan_id})",
             error_type="PERMISSION_DENIED",
         )
-    return PASS, "tool does not write" if ctx.plan_read_only else "context is not read-only"
+    return "pass", "tool does not write" if ctx.plan_read_only else "context is not read-only"
 
 
 def check_changeset(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
@@ -222,7 +225,7 @@ def check_changeset(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> 
             f"Cannot wrap write-capable tool '{tool.name}' in read-only ChangeSetCapture "
             f"(plan={ctx.plan_id})",
         )
-    return PASS, "tool spec may be wrapped"
+    return "pass", "tool spec may be wrapped"
 
 
 # The order is the contract: the first failing check decides.
@@ -246,6 +249,10 @@ CHECKS_BY_LAYER: dict[Layer, tuple[tuple[str, Check], ...]] = {
 }
 
 
+# Each layer's checks without their names: what evaluate() runs when it need not explain.
+_FUNCTIONS = {layer: tuple(check for _, check in checks)
+              for layer, checks in CHECKS_BY_LAYER.items()}
+
 ALLOWED = Verdict(True, None)  # frozen: one for every allow without explain
 
 
@@ -257,13 +264,13 @@ def evaluate(
     layer: Layer = Layer.RUNTIME,
     explain: bool = False,
 ) -> Verdict:
-    checks = CHECKS_BY_LAYER[layer]
     if not explain:
-        for _, check in checks:
+        for check in _FUNCTIONS[layer]:
             outcome = check(tool, ctx, profile)
-            if type(outcome) is Deny:
+            if outcome.__class__ is Deny:
                 return Verdict(False, outcome)
         return ALLOWED
+    checks = CHECKS_BY_LAYER[layer]
 
     first: Deny | None = None
     report: list[CheckResult] = []
@@ -273,8 +280,12 @@ def evaluate(
             first = first or outcome
             report.append(CheckResult(name, FAIL, outcome.message))
         else:
-            report.append(CheckResult(name, outcome[0], outcome[1]))
+            report.append(CheckResult(name, outcome[0], _reason(outcome)))
     return Verdict(first is None, first, tuple(report))
+
+
+def _reason(outcome: tuple[str, ...]) -> str:
+    return outcome[1].format(*outcome[2:]) if len(outcome) > 2 else outcome[1]
 
 
 def unregistered(name: str, ctx: Context, *, writes: bool, explain: bool = False) -> Verdict:
@@ -291,7 +302,7 @@ def unregistered(name: str, ctx: Context, *, writes: bool, explain: bool = False
     checks = None
     if explain:
         first = (CheckResult("read_only", FAIL, deny.message) if deny is read_only
-                 else CheckResult("read_only", *read_only))  # type: ignore[misc]
+                 else CheckResult("read_only", read_only[0], _reason(read_only)))  # type: ignore[index]
         checks = (first, CheckResult("registry", SKIP if deny is read_only else FAIL,
                                      "not reached" if deny is read_only else deny.message))
     return Verdict(False, deny, checks)

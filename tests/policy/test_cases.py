@@ -141,3 +141,20 @@ def test_invalid(case_id: str, case: dict) -> None:
     with pytest.raises(MissingCapability) as missing:
         req.core_tool(None)
     assert field in missing.value.fields
+
+
+def test_explained_pass_reasons_name_the_values_checked() -> None:
+    """Two pass reasons are templates filled in only when explained: the report still shows
+    the request's own values, and a value with braces in it is shown, not interpreted."""
+    request = {
+        "tool": {"name": "fs.write", "skill_category": "{0}{files}",
+                 "capability": {"writes": False, "checkpointable": True, "unsafe": False}},
+        "context": {"step_retry_count": 2},
+        "safety_profile": {"allowed_skill_categories": ["{0}{files}"],
+                           "max_retries_per_step": 5},
+    }
+    _, verdict = decide(request, explain=True)
+    assert verdict.allowed
+    reasons = {c.check: c.reason for c in verdict.checks or ()}
+    assert reasons["skill_category"] == "skill category '{0}{files}' is allowed"
+    assert reasons["retry"] == "step retry count 2 is within 5"
