@@ -42,8 +42,10 @@ def chain_values(records: list[dict[str, Any]], seq: int, prev: str,
     """Give each record its seq, prev_hash and hash; return the rows to insert, as tuples
     in COLUMNS order, and the new head. The hash covers the record as exported (ISO time,
     nested detail); the row holds `time(ISO text)` and `detail` as the canonical JSON text
-    that was hashed (serialised once: the hash embeds it as an orjson Fragment). The
-    records keep their ISO time and nested detail, so a batch can be chained again."""
+    that was hashed (serialised once: the hash embeds it as an orjson Fragment). A
+    record's detail may come as that text already (canonical_details: how a worker sends it
+    to a writer process). The records keep their ISO time and detail as they came, so a
+    batch can be chained again."""
     rows = []
     sort = orjson.OPT_SORT_KEYS
     for record in records:
@@ -55,7 +57,8 @@ def chain_values(records: list[dict[str, Any]], seq: int, prev: str,
         if len(moment) != 27 or moment[-1] != "Z":  # not as iso() writes it, as exported
             moment = record["created_at"] = _exported_time(moment)
         try:
-            detail = orjson.dumps(nested, option=sort)
+            detail = (nested if nested.__class__ is str  # canonical already: see below
+                      else orjson.dumps(nested, option=sort).decode())
             record["detail"] = orjson.Fragment(detail)
             hashed = orjson.dumps(record, option=sort)
         except orjson.JSONEncodeError as exc:
@@ -68,7 +71,7 @@ def chain_values(records: list[dict[str, Any]], seq: int, prev: str,
                              f"{sorted(set(record) - _COLUMN_SET)}, missing "
                              f"{sorted(_COLUMN_SET - set(record))}")
         try:
-            record["detail"], record["created_at"] = detail.decode(), time(moment)
+            record["detail"], record["created_at"] = detail, time(moment)
             rows.append(_values(record))
         finally:
             record["detail"], record["created_at"] = nested, moment
@@ -76,6 +79,20 @@ def chain_values(records: list[dict[str, Any]], seq: int, prev: str,
 
 
 _COLUMN_SET = frozenset(COLUMNS)
+
+
+def canonical_details(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each record's detail replaced, in place, by its canonical JSON text (what the row
+    stores and the hash embeds): how a worker hands records to a writer process. The
+    writer then parses one string per detail instead of its ~40 objects, and does not
+    serialise it again: 6.5 µs less per record for the writer, 1.5 µs more for the worker
+    (docs/performance.md). Raises orjson.JSONEncodeError for a detail it cannot write."""
+    sort = orjson.OPT_SORT_KEYS
+    for record in records:
+        detail = record["detail"]
+        if detail.__class__ is not str:
+            record["detail"] = orjson.dumps(detail, option=sort).decode()
+    return records
 
 
 class Unhashable(ValueError):

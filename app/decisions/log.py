@@ -29,7 +29,7 @@ from sqlalchemy import insert, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.decisions.chain import chain_rows
+from app.decisions.chain import canonical_details, chain_rows
 from app.decisions.tables import ChainHead, LogRecord
 from app.decisions.writer import CANNOT_BE_WRITTEN, InProcess
 from app.store.tables import utcnow
@@ -263,7 +263,7 @@ class DecisionLog:
             if not pending:
                 return
             try:
-                frame = orjson.dumps([self._frame + 1, records])
+                frame = orjson.dumps([self._frame + 1, canonical_details(records)])
             except orjson.JSONEncodeError:
                 # One request's record cannot be written: it alone fails, not its neighbours.
                 pending = self._serialisable(pending)
@@ -302,7 +302,7 @@ class DecisionLog:
         kept = []
         for records, done in pending:
             try:
-                orjson.dumps(records)
+                orjson.dumps(canonical_details(records))
             except orjson.JSONEncodeError as exc:
                 self._fail([done], RecordingFailed(f"the record cannot be written: {exc}"))
             else:

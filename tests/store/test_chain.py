@@ -11,7 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.decisions.chain import COLUMNS, GENESIS, chain_rows, chain_values, record_hash, verify
+from app.decisions.chain import (
+    COLUMNS,
+    GENESIS,
+    canonical_details,
+    chain_rows,
+    chain_values,
+    record_hash,
+    verify,
+)
 from app.decisions.records import PG_EPOCH, RECORD_FIELDS, iso_from_ns, parse_iso, pg_micros
 from app.decisions.writer import _sqlite_text, _sqlite_time
 
@@ -40,6 +48,23 @@ def test_chained_rows_hash_what_verification_recomputes(details, tool):
         assert row["hash"] == record["hash"] and row["created_at"] == parse_iso(
             record["created_at"])
         assert verify([{**record, "detail": orjson.loads(row["detail"])}]).ok
+
+
+@settings(max_examples=200, deadline=None)
+@given(details=st.lists(st.dictionaries(st.text(), JSON, max_size=5), min_size=1, max_size=4))
+def test_a_detail_sent_as_canonical_text_chains_as_the_nested_detail_does(details):
+    """A worker sends a writer process each detail as its canonical text (one string to
+    parse, nothing to serialise again): the rows and hashes are those of the nested
+    details, and the records verify once their stored detail is read back."""
+    nested = [{**dict.fromkeys(RECORD_FIELDS), "decision_id": f"d{i}", "kind": "authorize",
+               "created_at": iso_from_ns(time.time_ns()), "detail": detail}
+              for i, detail in enumerate(details)]
+    sent = orjson.loads(orjson.dumps(canonical_details([dict(r) for r in nested])))
+    assert all(isinstance(r["detail"], str) for r in sent)
+    expected = chain_values(nested, 3, "b" * 64)
+    assert chain_values(sent, 3, "b" * 64) == expected
+    stored = [{**r, "detail": orjson.loads(r["detail"])} for r in sent]
+    assert verify(stored, anchor=(3, "b" * 64)).ok
 
 
 def _records(count: int) -> list[dict]:
