@@ -275,13 +275,14 @@ Item = tuple[Frame, Source]
 def groups(items: list[Item], max_batch: int) -> list[list[Item]]:
     """Consecutive frames, each group up to max_batch records (a frame is never split)."""
     out: list[list[Item]] = []
-    size = max_batch
+    size = 0
     for item in items:
-        if size + len(item[0][1]) > max_batch:
+        count = len(item[0][1])
+        if not out or size + count > max_batch:  # a frame of no records opens a group too
             out.append([])
             size = 0
         out[-1].append(item)
-        size += len(item[0][1])
+        size += count
     return out
 
 

@@ -95,6 +95,28 @@ def test_groups_never_split_a_frame_and_respect_max_batch():
     assert [[frame_id for (frame_id, _), _ in g] for g in grouped] == [[0, 1], [2, 3], [4]]
 
 
+def test_a_frame_of_no_records_is_grouped_like_any_other():
+    """A frame may hold no records (a worker's write([])): grouping it first used to index
+    an empty list and stop the writer process, and with it every worker's log."""
+    source = Source(lambda _: None)
+    items = [((i, [{}] * size), source) for i, size in enumerate([0, 2, 0, 5])]
+    grouped = groups(items, max_batch=6)
+    assert [[frame_id for (frame_id, _), _ in g] for g in grouped] == [[0, 1, 2], [3]]
+
+
+async def test_the_writer_acknowledges_a_frame_of_no_records(tmp_path):
+    path = tmp_path / "log.db"
+    await asyncio.to_thread(migrate.upgrade, f"sqlite+aiosqlite:///{path}")
+    writer = Writer(SQLiteStore(str(path), "FULL"), max_batch=512)
+    acks: list[bytes] = []
+    source = Source(acks.append)
+    source.took(2)
+    await writer.commit([((1, []), source), ((2, [_record("one")]), source)])
+    answers = [orjson.loads(line) for chunk in acks for line in chunk.splitlines()]
+    assert [(frame, error) for frame, error, _ in answers] == [(1, None), (2, None)]
+    assert source.idle.is_set()
+
+
 async def test_batches_chain_onto_records_other_transactions_added(database_url):
     """Between two batches another transaction extends the chain (a configuration change
     through app.decisions.log.append). On Postgres the writer, which chains onto the head
