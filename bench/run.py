@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import core, profile, scenarios, server, wrk  # noqa: E402
+from bench import writer as log_writer  # noqa: E402
 from bench.report import print_table, ratios  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -103,6 +104,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "with py-spy under load (default sqlite_log; none to skip)")
     parser.add_argument("--profile-seconds", type=float, default=10)
     parser.add_argument("--no-core", action="store_true", help="skip in-process timings")
+    parser.add_argument("--no-writer", action="store_true", help="skip the decision log "
+                        "writer's capacity (records/s fed as fast as it takes them)")
     parser.add_argument("--memory", type=int, metavar="N", help="memory mode only: send N "
                         "decisions and report the worker's RSS growth")
     parser.add_argument("--memory-scenario", default="sqlite_log",
@@ -183,6 +186,10 @@ def run_all(args: argparse.Namespace, workdir: Path, token: str,
     if not args.no_core:
         print("\n== in-process core timings (best of 5)")
         out["core"] = core.run()
+    if not args.no_writer:
+        print("\n== decision log writer capacity: one writer process, 600 frames of 32 "
+              "records sent at once (the ceiling of a server's durable decisions/s)")
+        out["writer"] = log_writer.run()
     out["ratios"] = {w: ratios(rows, out.get("core")) for w, rows in load.items()}
     if args.profile != "none":
         out["profile"] = run_profile(args, workdir, token, wrk_path)
