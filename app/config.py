@@ -55,10 +55,15 @@ class Settings(BaseSettings):
     # if the machine itself loses power.
     sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"
     decision_log_max_batch: int = Field(default=512, ge=1, le=10_000)
-    # Where the group commit runs. auto: with Postgres and one worker, on the worker's own
-    # event loop; otherwise (SQLite, or `toolgate serve --workers N`) in a writer process.
-    # process: always in a writer process (its CPU off the worker's core).
-    decision_log_writer: Literal["auto", "process"] = "auto"
+    # Where the group commit runs. auto (and process): in a writer process, the worker's own
+    # or, under `toolgate serve --workers N`, one shared by the workers. inline: with
+    # Postgres and one worker, on the worker's own event loop (less CPU in all, all of it on
+    # the worker's core: docs/performance.md says when that wins).
+    decision_log_writer: Literal["auto", "process", "inline"] = "auto"
+    # How many steps below its worker a worker's own writer process runs (os.nice; 0 keeps
+    # the worker's priority). Not the shared writer of `--workers N`, which every worker
+    # waits on. Why: docs/performance.md, "The writer a little below its worker".
+    decision_log_writer_nice: int = Field(default=10, ge=0, le=19)
     decision_log_timeout_seconds: float = Field(default=5.0, gt=0)
     # Keys of context.metadata, context.variables and tool.args whose values are replaced
     # by "[masked]" before a record is stored (case-insensitive; comma-separated in the env).

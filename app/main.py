@@ -54,7 +54,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                         timeout=settings.decision_log_timeout_seconds,
                         sqlite_synchronous=settings.sqlite_synchronous,
                         socket=os.environ.get(WRITER_SOCKET_ENV),
-                        writer=settings.decision_log_writer)
+                        writer=settings.decision_log_writer,
+                        nice=settings.decision_log_writer_nice)
             if settings.decision_log_enabled else None
         )
         if decision_log is not None:

@@ -426,6 +426,9 @@ async def test_a_decision_is_recorded_at_the_time_it_was_made(client):
 
 
 def _pg_settings(url: str, **changes: object) -> Settings:
+    """Postgres with the group commit on the worker's own loop (inline), which the tests
+    below exercise; the default writer process is covered by the process tests above."""
+    changes.setdefault("decision_log_writer", "inline")
     return Settings(database_url=url, admin_token=ADMIN_TOKEN, **changes)  # type: ignore[arg-type]
 
 
@@ -456,9 +459,22 @@ async def _authorized_once(client: httpx.AsyncClient) -> dict:
     return authorize
 
 
-async def test_one_postgres_worker_commits_on_its_own_event_loop(postgres_url):
-    """With Postgres and no shared writer the group commit runs on the worker's event loop:
-    no writer process; every decision is recorded once and the chain verifies."""
+async def test_by_default_a_postgres_worker_commits_through_its_own_writer_process(
+        postgres_url):
+    async with app_client(_pg_settings(postgres_url, decision_log_writer="auto")) as client:
+        log = client.app.state.toolgate.decision_log
+        authorize = await _authorized_once(client)
+        assert log._local is None and log._process is not None
+        r = await client.post("/v1/authorize-tool", json=authorize)
+        assert r.status_code == 200 and r.json()["allowed"] is True
+        assert (await client.get(f"/v1/decisions/{r.json()['decision_id']}")).status_code == 200
+        assert (await client.get("/v1/audit/verify")).json()["ok"] is True
+
+
+async def test_inline_a_postgres_worker_commits_on_its_own_event_loop(postgres_url):
+    """With decision_log_writer=inline, Postgres and no shared writer, the group commit runs
+    on the worker's event loop: no writer process; every decision is recorded once and the
+    chain verifies."""
     async with app_client(_pg_settings(postgres_url)) as client:
         log = client.app.state.toolgate.decision_log
         assert log._process is None and log._local is not None
@@ -518,7 +534,7 @@ async def test_closing_the_inline_log_commits_what_was_sent(postgres_url):
     from app.decisions.log import DecisionLog
     from app.decisions.records import new_record
 
-    log = DecisionLog(postgres_url)
+    log = DecisionLog(postgres_url, writer="inline")
     await log.start()
     assert log._local is not None
     writes = [asyncio.ensure_future(log.write([new_record("authorize", f"d-{i}")]))

@@ -4,10 +4,12 @@ batch fails alone without stopping the writer."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import time
 
 import orjson
+import pytest
 
 from app.decisions.log import FRAME_REQUESTS, DecisionLog, RecordingFailed
 from app.decisions.records import RECORD_FIELDS
@@ -209,7 +211,7 @@ async def test_inline_on_postgres_a_record_that_cannot_be_hashed_fails_alone(pos
     only its own request fails: the others of its frame are sent again and committed."""
     import asyncpg
 
-    log = DecisionLog(postgres_url)
+    log = DecisionLog(postgres_url, writer="inline")
     await log.start()
     assert log._local is not None
     await log.write([_record("first")])
@@ -236,7 +238,7 @@ async def test_inline_a_frame_refused_as_unwritable_with_no_record_to_blame_fail
     import app.decisions.writer as writer_module
     from app.decisions.chain import Unhashable
 
-    log = DecisionLog(postgres_url)
+    log = DecisionLog(postgres_url, writer="inline")
     await log.start()
     chain_values = writer_module.chain_values
 
@@ -254,3 +256,51 @@ async def test_inline_a_frame_refused_as_unwritable_with_no_record_to_blame_fail
         await log.write([_record("three")])
     finally:
         await log.close()
+
+
+def _niceness(pid: int) -> int:
+    stat = open(f"/proc/{pid}/stat").read()
+    return int(stat[stat.rindex(")") + 2:].split()[16])  # field 19 of proc(5): nice
+
+
+async def test_a_workers_own_writer_runs_below_it_and_the_shared_one_does_not(tmp_path):
+    """decision_log_writer_nice lowers the priority of a worker's own writer process, which
+    only its worker waits on; the shared writer of `--workers N` keeps the server's."""
+    from app.decisions.log import start_shared_writer
+
+    path = tmp_path / "log.db"
+    url = f"sqlite+aiosqlite:///{path}"
+    await asyncio.to_thread(migrate.upgrade, url)
+    ours = os.getpriority(os.PRIO_PROCESS, 0)
+    log = DecisionLog(url, nice=7)
+    await log.start()
+    try:
+        await log.write([_record("one")])  # the writer has read its configuration
+        assert log._process is not None
+        assert _niceness(log._process.pid) == min(19, ours + 7)
+    finally:
+        await log.close()
+    shared = start_shared_writer(url, max_batch=512, timeout=5, sqlite_synchronous="FULL",
+                                 socket_path=str(tmp_path / "w.sock"))
+    try:
+        for _ in range(100):  # listening means it has read its configuration
+            if (tmp_path / "w.sock").exists():
+                break
+            await asyncio.sleep(0.05)
+        assert _niceness(shared.pid) == ours
+    finally:
+        assert shared.stdin is not None
+        shared.stdin.close()
+        await asyncio.to_thread(shared.wait, 30)
+
+
+def test_the_writers_niceness_is_a_setting_from_0_to_19():
+    from pydantic import ValidationError
+
+    from app.config import Settings
+
+    assert Settings().decision_log_writer_nice == 10
+    for wrong in (-1, 20):
+        with pytest.raises(ValidationError) as refused:
+            Settings(decision_log_writer_nice=wrong)
+        assert "decision_log_writer_nice" in str(refused.value)
