@@ -7,6 +7,7 @@ import asyncio
 import os
 import sqlite3
 import time
+from pathlib import Path
 
 import orjson
 import pytest
@@ -22,12 +23,16 @@ def _record(decision_id: str) -> dict:
             "created_at": time.time_ns(), "allowed": True, "detail": {"k": 1}}
 
 
-async def test_a_bad_batch_is_refused_alone_and_the_writer_goes_on(tmp_path):
+async def _sqlite_writer(tmp_path: Path) -> tuple[Writer, Source, list[bytes], Path]:
+    """A Writer on a fresh SQLite log, and one source whose acknowledgements are kept."""
     path = tmp_path / "log.db"
     await asyncio.to_thread(migrate.upgrade, f"sqlite+aiosqlite:///{path}")
-    writer = Writer(SQLiteStore(str(path), "FULL"), max_batch=512)
     acks: list[bytes] = []
-    source = Source(acks.append)
+    return Writer(SQLiteStore(str(path), "FULL"), max_batch=512), Source(acks.append), acks, path
+
+
+async def test_a_bad_batch_is_refused_alone_and_the_writer_goes_on(tmp_path):
+    writer, source, acks, path = await _sqlite_writer(tmp_path)
 
     bad = {k: v for k, v in _record("bad").items() if k != "created_at"}
     source.took(1)
@@ -107,11 +112,7 @@ def test_a_frame_of_no_records_is_grouped_like_any_other():
 
 
 async def test_the_writer_acknowledges_a_frame_of_no_records(tmp_path):
-    path = tmp_path / "log.db"
-    await asyncio.to_thread(migrate.upgrade, f"sqlite+aiosqlite:///{path}")
-    writer = Writer(SQLiteStore(str(path), "FULL"), max_batch=512)
-    acks: list[bytes] = []
-    source = Source(acks.append)
+    writer, source, acks, _ = await _sqlite_writer(tmp_path)
     source.took(2)
     await writer.commit([((1, []), source), ((2, [_record("one")]), source)])
     answers = [orjson.loads(line) for chunk in acks for line in chunk.splitlines()]
