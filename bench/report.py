@@ -54,7 +54,7 @@ def _fmt(key: str, value: float | None) -> str:
     if value is None:
         return "n/a"
     if key.endswith("_cost"):
-        return f"{value * 100:.0f}%"
+        return f"{value * 100:.1f}%"  # one decimal: 20.5 % must not print as the goal
     if key == "pg_log_p99_ms":
         return f"{value:.1f} ms"
     if key == "core_us":
