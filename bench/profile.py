@@ -47,7 +47,8 @@ PARTS_ANYWHERE = (
     ("handing records to the writer process (frame, pipe, acknowledgements)",
      ("DecisionLog._flush", "DecisionLog._read_acks", "asyncio/streams.py",
       "asyncio/unix_events.py")),
-    # With Postgres and one worker the group commit runs on the worker's loop (InProcess).
+    # With TOOLGATE_DECISION_LOG_WRITER=inline (Postgres, one worker) the group commit
+    # runs on the worker's loop (InProcess); by default it runs in the writer process.
     ("the group commit in the worker (hashing the chain, asyncpg, answers)",
      ("Writer.run (app/decisions/writer.py)", "DecisionLog._answer (")),
     ("SQLAlchemy, database drivers (in the worker)",

@@ -33,14 +33,15 @@ FRAME = 32  # records per frame: FRAME_REQUESTS, one record each
 DATABASE = f"{srv.PG_DATABASE}_writer"
 
 
-def frames(record: dict[str, Any], count: int) -> bytes:
-    """`count` frames as a worker writes them to the pipe, one line each."""
+def frames(record: dict[str, Any], count: int, first: int = 1, size: int = FRAME) -> bytes:
+    """`count` frames of `size` records as a worker writes them to the pipe, one line
+    each, numbered from `first`."""
     from app.decisions.chain import canonical_details
 
     lines = []
-    for number in range(1, count + 1):
+    for number in range(first, first + count):
         batch = []
-        for _ in range(FRAME):
+        for _ in range(size):
             one = copy.deepcopy(record)
             one["decision_id"], one["created_at"] = str(uuid.uuid4()), time.time_ns()
             batch.append(one)
@@ -48,9 +49,10 @@ def frames(record: dict[str, Any], count: int) -> bytes:
     return b"".join(lines)
 
 
-def capacity(url: str, data: bytes, count: int, *, timeout: float = 120) -> dict[str, Any]:
-    """Feed `data` (count frames) to a private writer process on `url`; every frame must
-    be acknowledged without an error."""
+def capacity(url: str, warmup: bytes, data: bytes, count: int, *,
+             timeout: float = 120) -> dict[str, Any]:
+    """Feed `warmup` (one frame), then `data` (count frames), to a private writer process
+    on `url`; every frame must be acknowledged without an error, within `timeout`."""
     from app.decisions.log import writer_config
 
     config = writer_config(url, max_batch=512, timeout=30, sqlite_synchronous="FULL")
@@ -58,9 +60,12 @@ def capacity(url: str, data: bytes, count: int, *, timeout: float = 120) -> dict
         process = subprocess.Popen([sys.executable, "-m", "app.decisions.writer"],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    stderr=errors, cwd=ROOT)
+        watchdog = threading.Timer(timeout, process.kill)  # a writer that hangs is stopped
+        watchdog.start()
         try:
-            answered, failed, seconds, cpu = _feed(process, config, data, count, timeout)
+            answered, failed, seconds, cpu = _feed(process, config, warmup, data, count)
         finally:
+            watchdog.cancel()
             if process.poll() is None:
                 process.kill()
             process.wait()
@@ -74,14 +79,15 @@ def capacity(url: str, data: bytes, count: int, *, timeout: float = 120) -> dict
             round(cpu / records * 1e6, 1)}
 
 
-def _feed(process: subprocess.Popen, config: dict[str, Any], data: bytes, count: int,
-          timeout: float) -> tuple[int, int, float, float]:
+def _feed(process: subprocess.Popen, config: dict[str, Any], warmup: bytes, data: bytes,
+          count: int) -> tuple[int, int, float, float]:
     """(frames answered, of which failed, seconds, writer CPU seconds) from the first byte
     of `data` to the last acknowledgement."""
     stdin, stdout = process.stdin, process.stdout
     assert stdin is not None and stdout is not None
-    # An empty frame is acknowledged once the store is open (connected, for Postgres).
-    stdin.write(orjson.dumps(config) + b"\n" + orjson.dumps([0, []]) + b"\n")
+    # The warm-up frame's answer means the store is open and the first batch (on Postgres
+    # the connection and the locking first batch) is behind it.
+    stdin.write(orjson.dumps(config) + b"\n" + warmup)
     stdin.flush()
     first = orjson.loads(stdout.readline() or b"[0, \"the writer exited\"]")
     if first[1] is not None:
@@ -102,8 +108,8 @@ def _feed(process: subprocess.Popen, config: dict[str, Any], data: bytes, count:
             break
     seconds = time.perf_counter() - started
     cpu = _cpu_seconds(process.pid) - cpu_before
-    process.wait(timeout=timeout)
-    feeder.join(timeout=timeout)
+    process.wait()  # the watchdog bounds these
+    feeder.join()
     return answered, failed, seconds, cpu
 
 
@@ -120,7 +126,8 @@ def run(log: Callable[[str], None] = print, count: int = 600) -> dict[str, Any]:
     """Both databases (Postgres when it answers), each on a fresh, migrated database."""
     from app.store import migrate
 
-    data = frames(bench_record(), count)
+    record = bench_record()
+    warmup, data = frames(record, 1, first=0, size=1), frames(record, count)
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="toolgate-writer-") as folder:
         targets = {"sqlite": srv.sqlite_url(Path(folder) / "log.db")}
@@ -134,7 +141,7 @@ def run(log: Callable[[str], None] = print, count: int = 600) -> dict[str, Any]:
         for name, url in targets.items():
             try:
                 migrate.upgrade(url)
-                results[name] = row = capacity(url, data, count)
+                results[name] = row = capacity(url, warmup, data, count)
             except Exception as exc:  # reported, and the rest of the bench goes on
                 results[name] = {"error": str(exc)[:2000]}
                 log(f"  {name}: FAILED {exc}")

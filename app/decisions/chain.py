@@ -21,6 +21,12 @@ from app.decisions.records import RECORD_FIELDS, iso, parse_iso
 GENESIS = "0" * 64
 
 
+# Canonical JSON takes JSON's own types: OPT_SORT_KEYS sorts dict keys, not a dataclass's
+# fields, so a dataclass in a detail would be hashed in another order than verification,
+# which reads the stored text back as dicts, recomputes. orjson refuses one instead.
+_DETAIL = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS
+
+
 def canonical(record: dict[str, Any]) -> bytes:
     return orjson.dumps({k: v for k, v in record.items() if k != "hash"},
                         option=orjson.OPT_SORT_KEYS)
@@ -44,8 +50,9 @@ def chain_values(records: list[dict[str, Any]], seq: int, prev: str,
     nested detail); the row holds `time(ISO text)` and `detail` as the canonical JSON text
     that was hashed (serialised once: the hash embeds it as an orjson Fragment). A
     record's detail may come as that text already (canonical_details: how a worker sends it
-    to a writer process). The records keep their ISO time and detail as they came, so a
-    batch can be chained again."""
+    to a writer process); a str detail is trusted to be that text, so nothing else may
+    pass one. The records keep their ISO time and detail as they came, so a batch can be
+    chained again."""
     rows = []
     sort = orjson.OPT_SORT_KEYS
     for record in records:
@@ -58,7 +65,7 @@ def chain_values(records: list[dict[str, Any]], seq: int, prev: str,
             moment = record["created_at"] = _exported_time(moment)
         try:
             detail = (nested if nested.__class__ is str  # canonical already: see below
-                      else orjson.dumps(nested, option=sort).decode())
+                      else orjson.dumps(nested, option=_DETAIL).decode())
             record["detail"] = orjson.Fragment(detail)
             hashed = orjson.dumps(record, option=sort)
         except orjson.JSONEncodeError as exc:
@@ -87,11 +94,10 @@ def canonical_details(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     writer then parses one string per detail instead of its ~40 objects, and does not
     serialise it again: 7 µs less per record for the writer, 2 µs more for the worker
     (docs/performance.md). Raises orjson.JSONEncodeError for a detail it cannot write."""
-    sort = orjson.OPT_SORT_KEYS
     for record in records:
         detail = record["detail"]
         if detail.__class__ is not str:
-            record["detail"] = orjson.dumps(detail, option=sort).decode()
+            record["detail"] = orjson.dumps(detail, option=_DETAIL).decode()
     return records
 
 

@@ -119,7 +119,10 @@ class DecisionLog:
         # A writer process of this worker's own runs `nice` steps below it: it has the
         # spare CPU (a third of a core at the worker's full rate), and at the same priority
         # its wake-up at every frame took the worker's core mid-request (docs/performance.md).
-        self._config = orjson.dumps({**config, "nice": nice}) + b"\n"
+        # Not one started because the shared writer of `--workers N` was unreachable: with
+        # the other workers busy beside it, a lowered writer falls behind (the shared
+        # writer's case, measured).
+        self._config = orjson.dumps({**config, "nice": 0 if socket else nice}) + b"\n"
         # inline, Postgres, no shared writer: the writer's loop runs in this worker (InProcess).
         self._inline = config if (writer == "inline" and socket is None
                                   and "postgresql" in config) else None

@@ -317,8 +317,8 @@ def test_the_writer_process_writes_every_column_of_the_table():
 
 @pytest.fixture
 async def process_client(settings):  # type: ignore[no-untyped-def]
-    """A client whose decision log has a writer process: SQLite always has one, Postgres
-    with `toolgate serve --workers N` or TOOLGATE_DECISION_LOG_WRITER=process."""
+    """A client whose decision log has a writer process: the default (`auto`) on either
+    database, asked for as `process` here so that no default can change what is tested."""
     async with app_client(settings.model_copy(update={"decision_log_writer": "process"})) as c:
         assert c.app.state.toolgate.decision_log._process is not None
         yield c

@@ -147,3 +147,25 @@ def test_a_record_orjson_refuses_is_unhashable_and_left_as_it_was():
     with pytest.raises(Unhashable):
         chain_values(records, 0, GENESIS)
     assert records[0]["detail"] == {"n": 2**70} and "hash" not in records[0]
+
+
+def test_a_dataclass_in_a_detail_is_refused_not_hashed_in_its_field_order():
+    """orjson sorts dict keys but not a dataclass's fields: hashed as it is, such a detail
+    would fail verification, which reads the stored text back as dicts. Both ways a detail
+    is serialised refuse it."""
+    from dataclasses import dataclass
+
+    from app.decisions.chain import Unhashable
+
+    @dataclass
+    class Late:
+        z: int = 1
+        a: int = 2
+
+    records = _records(1)
+    records[0]["detail"] = {"x": Late()}
+    with pytest.raises(Unhashable):
+        chain_values(records, 0, GENESIS)
+    with pytest.raises(orjson.JSONEncodeError):
+        canonical_details(records)
+    assert isinstance(records[0]["detail"]["x"], Late)  # left as it was

@@ -295,6 +295,28 @@ async def test_a_workers_own_writer_runs_below_it_and_the_shared_one_does_not(tm
         await asyncio.to_thread(shared.wait, 30)
 
 
+def test_a_fallback_writer_under_several_workers_keeps_the_workers_priority(tmp_path):
+    """A worker of `--workers N` that cannot reach the shared writer starts its own: the
+    other workers are busy beside it, so it is not lowered; a lone worker's writer is."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'log.db'}"
+    alone = DecisionLog(url, nice=7)
+    beside_others = DecisionLog(url, nice=7, socket=str(tmp_path / "no-such.sock"))
+    assert orjson.loads(alone._config)["nice"] == 7
+    assert orjson.loads(beside_others._config)["nice"] == 0
+
+
+async def test_the_app_passes_the_writers_niceness_to_its_decision_log(tmp_path):
+    from app.config import Settings
+    from tests.conftest import ADMIN_TOKEN, app_client
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 'log.db'}"
+    await asyncio.to_thread(migrate.upgrade, url)
+    settings = Settings(database_url=url, admin_token=ADMIN_TOKEN, decision_log_writer_nice=3)
+    async with app_client(settings) as client:
+        log = client.app.state.toolgate.decision_log
+        assert orjson.loads(log._config)["nice"] == 3
+
+
 def test_the_writers_niceness_is_a_setting_from_0_to_19():
     from pydantic import ValidationError
 
