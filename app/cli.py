@@ -23,7 +23,18 @@ cli = typer.Typer(help="toolgate: policy decisions for AI agents.", no_args_is_h
 
 
 def _settings() -> Settings:
-    return Settings()
+    """The settings from the environment; a bad value stops the command with the variable
+    named (exit 2), not a traceback."""
+    from pydantic import ValidationError
+
+    try:
+        return Settings()
+    except ValidationError as error:
+        for problem in error.errors():
+            field = "_".join(str(part) for part in problem["loc"]).upper()
+            where = f"TOOLGATE_{field}" if field else "settings"
+            typer.echo(f"toolgate: {where}: {problem['msg']}", err=True)
+        raise typer.Exit(2) from None
 
 
 @cli.command()

@@ -72,3 +72,13 @@ def test_migrate_and_serve_refuses_a_postgres_schema_behind(database_url, tmp_pa
     r = _run("migrate", env={"TOOLGATE_DATABASE_URL": database_url})
     assert r.returncode == 0
     assert migrate.current(database_url) == migrate.head(database_url)
+
+
+def test_a_bad_setting_stops_serve_naming_the_variable(tmp_path):
+    r = _run("serve", "--port", "1", env={
+        "TOOLGATE_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/x.db",
+        "TOOLGATE_DECISION_LOG_WRITER_NICE": "20", "TOOLGATE_DECISION_LOG_WRITER": "bogus"})
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "TOOLGATE_DECISION_LOG_WRITER_NICE: Input should be less than or equal to 19" in r.stderr
+    assert "TOOLGATE_DECISION_LOG_WRITER: Input should be 'auto', 'process' or 'inline'" in r.stderr
+    assert not (tmp_path / "x.db").exists()  # nothing done
