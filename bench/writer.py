@@ -4,7 +4,9 @@ hands its records to one shared writer, so this is the ceiling of a server's dur
 decisions per second, whatever the worker count (docs/performance.md).
 
 The frames are what a worker sends (`DecisionLog._send`): 32 records of the benchmark's
-own decision, each detail as its canonical text, a new decision id and time per record.
+own decision, each detail as its canonical text, a new decision id (a UUIDv7, as the
+service makes them: random ones would scatter the unique index's inserts over its pages)
+and time per record.
 All of them are written to the writer's stdin at once; the clock stops when the last frame
 is acknowledged. CPU is the writer's user + system time over the same span (start-up and
 connecting excluded)."""
@@ -18,12 +20,12 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
+from uuid_utils import uuid7
 
 from bench import server as srv
 from bench.cpu import _cpu_seconds
@@ -43,7 +45,7 @@ def frames(record: dict[str, Any], count: int, first: int = 1, size: int = FRAME
         batch = []
         for _ in range(size):
             one = copy.deepcopy(record)
-            one["decision_id"], one["created_at"] = str(uuid.uuid4()), time.time_ns()
+            one["decision_id"], one["created_at"] = str(uuid7()), time.time_ns()
             batch.append(one)
         lines.append(orjson.dumps([number, canonical_details(batch)]) + b"\n")
     return b"".join(lines)
