@@ -9,6 +9,9 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.store.tables import Base, UTCDateTime
 
+# Every kind but the decisions nearly every record is: what the kind index holds.
+RARE_KINDS = text("kind <> 'authorize'")
+
 
 class LogRecord(Base):
     """A decision (authorize, screen, plan, resolve) or a configuration change.
@@ -44,9 +47,10 @@ class LogRecord(Base):
 
     # Dashboards filter by one of these and page newest-first by seq. Each index costs every
     # logged decision its insert, so the ones most records never need leave them out
-    # (migration 0005): only denies have a code; on Postgres, only the rare kinds are in
-    # the kind index, and created_at, which grows with seq, is a BRIN index (each filled
-    # range of pages summarised by autovacuum; until then a range is always scanned).
+    # (migrations 0005, 0006): only denies have a code; only the rare kinds are in the kind
+    # index (a query for one names RARE_KINDS too, which SQLite's planner needs to use it);
+    # on Postgres created_at, which grows with seq, is a BRIN index (each filled range of
+    # pages summarised by autovacuum; until then a range is always scanned).
     __table_args__ = (
         Index("ix_decision_log_created_at", "created_at", postgresql_using="brin",
               postgresql_with={"autosummarize": "on"}),
@@ -57,7 +61,7 @@ class LogRecord(Base):
         Index("ix_decision_log_code_seq", "code", "seq",
               postgresql_where=text("code IS NOT NULL"), sqlite_where=text("code IS NOT NULL")),
         Index("ix_decision_log_kind_seq", "kind", "seq",
-              postgresql_where=text("kind <> 'authorize'")),
+              postgresql_where=RARE_KINDS, sqlite_where=RARE_KINDS),
     )
 
 

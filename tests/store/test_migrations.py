@@ -75,3 +75,56 @@ def test_readiness_holds_when_schema_is_ahead_of_the_code(database_url):
                 return await c.get("/readyz")
 
     assert asyncio.run(probe()).status_code == 200
+
+
+def _kind_plan(url: str, kind: str) -> str:
+    """SQLite's plan for the newest page of one kind, as the API's query asks for it, on a
+    log of mostly authorize decisions."""
+    import sqlite3
+
+    from sqlalchemy import select
+    from sqlalchemy.dialects import sqlite
+    from sqlalchemy.engine import make_url
+
+    from app.decisions.queries import Filters
+    from app.decisions.tables import LogRecord
+
+    query = (Filters(kind=kind).apply(select(LogRecord))
+             .order_by(LogRecord.seq.desc()).limit(101))
+    sql = str(query.compile(dialect=sqlite.dialect(), compile_kwargs={"literal_binds": True}))
+    conn = sqlite3.connect(make_url(url).database)
+    try:
+        conn.execute(
+            "WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < 5000) "
+            "INSERT INTO decision_log (seq, decision_id, kind, created_at, detail, prev_hash, "
+            "hash) SELECT x, 'id-' || x, CASE WHEN x % 500 = 0 THEN 'config' "
+            "ELSE 'authorize' END, '2026-12-01 00:00:00', '{}', '', '' FROM g")
+        conn.execute("ANALYZE")
+        return " ".join(row[-1] for row in conn.execute("EXPLAIN QUERY PLAN " + sql))
+    finally:
+        conn.close()
+
+
+def test_sqlite_kind_index_leaves_authorize_out_and_still_serves_rare_kinds(tmp_path):
+    """Migration 0006: authorize decisions (nearly every record) are not in SQLite's kind
+    index, and a kind= filter on a rare kind still finds its records through it."""
+    import sqlite3
+
+    url = f"sqlite+aiosqlite:///{tmp_path / 'kinds.db'}"
+    migrate.upgrade(url)
+    conn = sqlite3.connect(tmp_path / "kinds.db")
+    (sql,), = conn.execute("SELECT sql FROM sqlite_master WHERE name = "
+                           "'ix_decision_log_kind_seq'").fetchall()
+    conn.close()
+    assert "WHERE kind <> 'authorize'" in sql
+    assert "USING INDEX ix_decision_log_kind_seq" in _kind_plan(url, "config")
+    # Before 0006 the index was full; downgrading restores it, and upgrading again works.
+    from alembic import command
+    command.downgrade(migrate.alembic_config(url), "0005")
+    conn = sqlite3.connect(tmp_path / "kinds.db")
+    (sql,), = conn.execute("SELECT sql FROM sqlite_master WHERE name = "
+                           "'ix_decision_log_kind_seq'").fetchall()
+    conn.close()
+    assert "WHERE" not in sql
+    migrate.upgrade(url)
+    assert migrate.current(url) == migrate.head(url)
