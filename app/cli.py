@@ -16,25 +16,11 @@ import typer
 from app.cli_apply import apply, export
 from app.cli_audit import audit
 from app.cli_keys import keys
+from app.cli_settings import settings_or_exit
 from app.config import Settings
 
 cli = typer.Typer(help="toolgate: policy decisions for AI agents.", no_args_is_help=True,
                   add_completion=False)
-
-
-def _settings() -> Settings:
-    """The settings from the environment; a bad value stops the command with the variable
-    named (exit 2), not a traceback."""
-    from pydantic import ValidationError
-
-    try:
-        return Settings()
-    except ValidationError as error:
-        for problem in error.errors():
-            field = "_".join(str(part) for part in problem["loc"]).upper()
-            where = f"TOOLGATE_{field}" if field else "settings"
-            typer.echo(f"toolgate: {where}: {problem['msg']}", err=True)
-        raise typer.Exit(2) from None
 
 
 @cli.command()
@@ -42,7 +28,7 @@ def migrate() -> None:
     """Bring the database schema to head (TOOLGATE_DATABASE_URL, default ./toolgate.db)."""
     from app.store import migrate as migrations
 
-    settings = _settings()
+    settings = settings_or_exit()
     migrations.upgrade(settings.database_url)
     typer.echo(f"schema at {migrations.head(settings.database_url)}")
 
@@ -59,7 +45,7 @@ def serve(
 
     from app.store import migrate as migrations
 
-    settings = _settings()
+    settings = settings_or_exit()
     if settings.is_sqlite:
         migrations.upgrade(settings.database_url)
         _bootstrap_admin_key(settings)

@@ -117,17 +117,18 @@ def prune(
     the chain verifiable: the last removed record's hash becomes the chain's anchor."""
     import asyncio
 
-    from app.config import Settings
+    from app.cli_settings import settings_or_exit
     from app.decisions.prune import prune as prune_log
     from app.store.engine import make_engine, make_sessionmaker
 
     cut = _moment(before, "before")
+    settings = settings_or_exit()  # before the question: a bad setting stops it at once
     if not yes:
         typer.confirm(f"Remove every decision record created before {cut.isoformat()}?",
                       abort=True)
 
     async def run() -> dict:
-        engine = make_engine(Settings())
+        engine = make_engine(settings)
         try:
             return await prune_log(make_sessionmaker(engine), cut)
         finally:

@@ -82,3 +82,14 @@ def test_a_bad_setting_stops_serve_naming_the_variable(tmp_path):
     assert "TOOLGATE_DECISION_LOG_WRITER_NICE: Input should be less than or equal to 19" in r.stderr
     assert "TOOLGATE_DECISION_LOG_WRITER: Input should be 'auto', 'process' or 'inline'" in r.stderr
     assert not (tmp_path / "x.db").exists()  # nothing done
+
+
+def test_a_bad_setting_stops_audit_prune_naming_the_variable(tmp_path):
+    """`toolgate audit prune` opens the database itself: a bad setting stops it like serve,
+    before it asks anything or touches the log."""
+    r = _run("audit", "prune", "--before", "2020-01-01", "--yes", env={
+        "TOOLGATE_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/x.db",
+        "TOOLGATE_DECISION_LOG_TIMEOUT_SECONDS": "soon"})
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "TOOLGATE_DECISION_LOG_TIMEOUT_SECONDS: Input should be a valid number" in r.stderr
+    assert not (tmp_path / "x.db").exists()
