@@ -50,10 +50,10 @@ class LogRecord(Base):
     # (migrations 0005, 0006): only denies have a code; only the rare kinds are in the kind
     # index (a query for one names RARE_KINDS too, which SQLite's planner needs to use it);
     # on Postgres created_at, which grows with seq, is a BRIN index (each filled range of
-    # pages summarised by autovacuum; until then a range is always scanned).
+    # pages summarised by the log writer every few seconds; until then it is scanned).
     __table_args__ = (
         Index("ix_decision_log_created_at", "created_at", postgresql_using="brin",
-              postgresql_with={"autosummarize": "on"}),
+              postgresql_with={"autosummarize": "off"}),  # the writer does it (0007)
         Index("ix_decision_log_project_seq", "project", "seq"),
         Index("ix_decision_log_plan_id_seq", "plan_id", "seq"),
         Index("ix_decision_log_action_id_seq", "action_id", "seq"),

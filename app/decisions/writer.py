@@ -116,6 +116,8 @@ class SQLiteStore:
             self._conn.close()
             self._conn = None
 
+    stop = close  # when the writer stops
+
 
 _PG_LOCK_HEAD = "SELECT seq, hash FROM chain_head WHERE id = 1 FOR UPDATE"
 
@@ -147,6 +149,67 @@ _PG_APPEND = (
 _PG_SESSION = {"backend_flush_after": "256kB"}
 
 
+# The created_at BRIN index summarises a range of 128 heap pages once it is full. Postgres
+# can queue that for autovacuum (autosummarize), but its queue holds 256 requests, served
+# when autovacuum next visits the database (every autovacuum_naptime, a minute by default):
+# at the log's sustained rates (a range fills every ~0.1 s) it overflows (at once with
+# autovacuum off), and every request it drops is a LOG line in the server's log with the
+# whole INSERT statement (7-11 a second under load, measured). So the writer summarises
+# the new ranges itself, this often, on a connection of its own beside the commits
+# (migration 0007 turned autosummarize off). Time-range queries read the unsummarised
+# newest ranges in full: at most this many seconds of records.
+SUMMARISE_SECONDS = 10.0
+_PG_SUMMARISE = "SELECT brin_summarize_new_values('ix_decision_log_created_at'::regclass)"
+# A summary waits for no one: autovacuum (or a second server's writer) holding the table's
+# maintenance lock makes it give up until the next turn, never queue behind it.
+_PG_SUMMARY_SESSION = {"lock_timeout": "1s"}
+
+
+class Summariser:
+    """Every `seconds`, on its own connection, summarises the BRIN ranges filled since the
+    last time (a failure is logged and retried at the next turn: it never touches a
+    commit). Started by the Postgres store with its first connection; `close` ends it."""
+
+    def __init__(self, dsn: str, timeout: float, seconds: float) -> None:
+        self._dsn, self._timeout, self._seconds = dsn, timeout, seconds
+        self._task: asyncio.Task | None = None
+        self.summarised = 0  # ranges summarised so far
+        self.turns = 0
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name="toolgate-decision-log-brin")
+
+    async def _run(self) -> None:
+        import asyncpg
+
+        conn = None
+        try:
+            while True:
+                await asyncio.sleep(self._seconds)
+                try:
+                    if conn is None or conn.is_closed():
+                        conn = await asyncpg.connect(self._dsn, timeout=self._timeout,
+                                                     server_settings=_PG_SUMMARY_SESSION)
+                    self.summarised += await conn.fetchval(_PG_SUMMARISE)
+                    self.turns += 1
+                except Exception as exc:  # noqa: BLE001 - the next turn tries again
+                    log.warning("decision log: summarising the created_at index failed: %s",
+                                exc)
+                    if conn is not None:
+                        conn.terminate()
+                        conn = None
+        finally:
+            if conn is not None:
+                conn.terminate()
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+
 class PostgresStore:
     """Extends the chain optimistically: the writer remembers the head it last wrote and
     sends each batch chained onto it in one statement (see _PG_APPEND), instead of the five
@@ -160,11 +223,14 @@ class PostgresStore:
     that keeps losing the race to another (two replicas' writers) is never starved; the
     first batch after a (re)connection goes that way too, the head being unknown."""
 
-    def __init__(self, dsn: str, timeout: float) -> None:
+    def __init__(self, dsn: str, timeout: float, summarise_seconds: float | None = None
+                 ) -> None:
         self._dsn, self._timeout = dsn, timeout
         self._conn: Any = None
         self._head: tuple[int, str] | None = None
         self.rechained = 0  # batches chained again because the head had moved
+        self.summariser = Summariser(dsn, timeout, SUMMARISE_SECONDS if summarise_seconds
+                                     is None else summarise_seconds)
 
     async def commit(self, records: list[dict[str, Any]]) -> None:
         if not records:
@@ -199,6 +265,7 @@ class PostgresStore:
             conn.terminate()
             raise
         self._conn, self._head = conn, None
+        self.summariser.start()
         return conn
 
     async def _extend(self, conn: Any, records: list[dict[str, Any]],
@@ -213,9 +280,14 @@ class PostgresStore:
         return True
 
     def close(self) -> None:
+        """After a failed batch (the next one reconnects), and when the writer stops."""
         if self._conn is not None:
             self._conn.terminate()
         self._conn, self._head = None, None
+
+    def stop(self) -> None:
+        self.close()
+        self.summariser.close()
 
 
 def open_store(config: dict[str, Any]) -> SQLiteStore | PostgresStore:
@@ -418,7 +490,7 @@ class InProcess:
         try:
             await asyncio.shield(self.running)
         finally:
-            self.writer.store.close()
+            self.writer.store.stop()
 
 
 def _frames(lines: list[bytes]) -> list[Frame]:
@@ -463,6 +535,15 @@ async def serve(listen: str | None = None, stdin: int = 0, stdout: int = 1) -> N
     config = orjson.loads(await control.readline())
     _lower_priority(int(config.get("nice", 0)))
     writer = Writer(open_store(config), int(config["max_batch"]))
+    try:
+        await _serve(writer, control, listen, stdout)
+    finally:
+        writer.store.stop()
+
+
+async def _serve(writer: Writer, control: asyncio.StreamReader, listen: str | None,
+                 stdout: int) -> None:
+    loop = asyncio.get_running_loop()
     if listen is None:
         reading = writer.open(control, Source(_blocking_out(stdout)))
         writer.stop_accepting()

@@ -327,3 +327,61 @@ def test_the_writers_niceness_is_a_setting_from_0_to_19():
         with pytest.raises(ValidationError) as refused:
             Settings(decision_log_writer_nice=wrong)
         assert "decision_log_writer_nice" in str(refused.value)
+
+
+async def _pg(postgres_url: str, query: str):  # type: ignore[no-untyped-def]
+    import asyncpg
+
+    conn = await asyncpg.connect(postgres_url.replace("+asyncpg", ""))
+    try:
+        return await conn.fetchval(query)
+    finally:
+        await conn.close()
+
+
+async def test_on_postgres_the_writer_summarises_the_created_at_index_itself(
+        postgres_url, monkeypatch):
+    """Migration 0007 turned the BRIN index's autosummarize off (its requests to autovacuum
+    overflow under load and flood the server log); the writer summarises every filled
+    range itself, on a connection beside the commits."""
+    import app.decisions.writer as writer_module
+
+    assert "autosummarize=off" in await _pg(postgres_url, (
+        "SELECT array_to_string(reloptions, ',') FROM pg_class "
+        "WHERE relname = 'ix_decision_log_created_at'"))
+    monkeypatch.setattr(writer_module, "SUMMARISE_SECONDS", 0.2)
+    log = DecisionLog(postgres_url, writer="inline")
+    await log.start()
+    try:
+        detail = {"pad": "x" * 800}  # rows of ~1 kB: 6,000 of them fill several ranges
+        await asyncio.gather(*(log.write([{**_record(f"d{i}"), "detail": detail}])
+                               for i in range(6000)))
+        summariser = log._local.writer.store.summariser  # type: ignore[union-attr]
+        after_the_writes = summariser.turns
+        deadline = time.monotonic() + 10
+        while summariser.turns <= after_the_writes and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert summariser.summarised >= 2
+    finally:
+        await log.close()
+    # Every full range is summarised already: nothing is left for anyone else to do.
+    assert await _pg(postgres_url, writer_module._PG_SUMMARISE) == 0
+
+
+async def test_a_summary_that_fails_never_fails_a_commit(postgres_url, monkeypatch, caplog):
+    import app.decisions.writer as writer_module
+
+    monkeypatch.setattr(writer_module, "SUMMARISE_SECONDS", 0.05)
+    monkeypatch.setattr(writer_module, "_PG_SUMMARISE",
+                        "SELECT brin_summarize_new_values('no_such_index'::regclass)")
+    log = DecisionLog(postgres_url, writer="inline")
+    await log.start()
+    try:
+        for i in range(5):
+            await log.write([_record(f"r{i}")])
+            await asyncio.sleep(0.06)
+        assert log._local.writer.store.summariser.turns == 0  # type: ignore[union-attr]
+    finally:
+        await log.close()
+    assert "summarising the created_at index failed" in caplog.text
+    assert await _pg(postgres_url, "SELECT count(*) FROM decision_log") == 5
