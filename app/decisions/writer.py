@@ -161,29 +161,36 @@ _PG_SESSION = {"backend_flush_after": "256kB"}
 SUMMARISE_SECONDS = 10.0
 _PG_SUMMARISE = "SELECT brin_summarize_new_values('ix_decision_log_created_at'::regclass)"
 # A summary waits for no one: autovacuum (or a second server's writer) holding the table's
-# maintenance lock makes it give up until the next turn, never queue behind it.
-_PG_SUMMARY_SESSION = {"lock_timeout": "1s"}
+# maintenance lock makes it give up until the next turn, never queue behind it. Well under
+# deadlock_timeout (1 s by default), after which a waiter cancels an autovacuum of the table.
+_PG_SUMMARY_SESSION = {"lock_timeout": "100ms"}
 
 
 class Summariser:
     """Every `seconds`, on its own connection, summarises the BRIN ranges filled since the
-    last time (a failure is logged and retried at the next turn: it never touches a
-    commit). Started by the Postgres store with its first connection; `close` ends it."""
+    last time. It never touches a commit: a passing failure (the database away, the lock
+    taken) is logged and tried again at the next turn; one that cannot pass (a schema
+    without the BRIN index, a role that does not own it) is logged once and the summaries
+    stop (brin_summarize_new_values needs the role to own the index). Started by the
+    Postgres store with its first connection; `close` ends it, for good."""
 
     def __init__(self, dsn: str, timeout: float, seconds: float) -> None:
         self._dsn, self._timeout, self._seconds = dsn, timeout, seconds
         self._task: asyncio.Task | None = None
+        self._closed = False
         self.summarised = 0  # ranges summarised so far
         self.turns = 0
 
     def start(self) -> None:
-        if self._task is None:
+        if self._task is None and not self._closed:
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name="toolgate-decision-log-brin")
 
     async def _run(self) -> None:
         import asyncpg
 
+        lasting = (asyncpg.InsufficientPrivilegeError, asyncpg.WrongObjectTypeError,
+                   asyncpg.UndefinedTableError, asyncpg.UndefinedObjectError)
         conn = None
         try:
             while True:
@@ -194,7 +201,15 @@ class Summariser:
                                                      server_settings=_PG_SUMMARY_SESSION)
                     self.summarised += await conn.fetchval(_PG_SUMMARISE)
                     self.turns += 1
-                except Exception as exc:  # noqa: BLE001 - the next turn tries again
+                except lasting as exc:
+                    log.warning("decision log: the created_at index cannot be summarised "
+                                "(%s); time-range queries read its unsummarised ranges in "
+                                "full until the writer restarts", exc)
+                    return
+                except asyncpg.PostgresError as exc:  # the lock taken: the next turn
+                    log.warning("decision log: summarising the created_at index failed: %s",
+                                exc)
+                except Exception as exc:  # the connection lost: a new one at the next turn
                     log.warning("decision log: summarising the created_at index failed: %s",
                                 exc)
                     if conn is not None:
@@ -205,6 +220,7 @@ class Summariser:
                 conn.terminate()
 
     def close(self) -> None:
+        self._closed = True
         if self._task is not None:
             self._task.cancel()
             self._task = None
@@ -478,6 +494,9 @@ class InProcess:
         self.writer.attach()
         self.running = asyncio.get_running_loop().create_task(
             self.writer.run(), name="toolgate-decision-log-writer")
+        # However the loop ends (close(), or a bug that DecisionLog reports and replaces
+        # this writer for), its connections and summaries end with it.
+        self.running.add_done_callback(lambda _: self.writer.store.stop())
 
     def send(self, frame_id: int, records: list[dict[str, Any]]) -> None:
         self.writer.take([(frame_id, records)], self._source)

@@ -8,7 +8,8 @@ load, so the queue overflows (at once with autovacuum off, and with it on whenev
 fill faster than 256 a visit), and Postgres logs every request it drops: a LOG line with
 the whole INSERT, 7-11 a second at 12,000-15,000 decisions/s (measured, autovacuum off).
 The writer now summarises new ranges itself (app/decisions/writer.py, Summariser). SQLite
-has no BRIN index: nothing changes there.
+has no BRIN index: nothing changes there. The ALTER takes a brief exclusive lock on the
+index (inserts wait for it, not for a rebuild).
 
 Revision ID: 0007
 Revises: 0006
