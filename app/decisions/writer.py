@@ -206,14 +206,11 @@ class Summariser:
                                 "(%s); time-range queries read its unsummarised ranges in "
                                 "full until the writer restarts", exc)
                     return
-                except asyncpg.PostgresError as exc:  # the lock taken: the next turn
+                except Exception as exc:  # tried again at the next turn
                     log.warning("decision log: summarising the created_at index failed: %s",
                                 exc)
-                except Exception as exc:  # the connection lost: a new one at the next turn
-                    log.warning("decision log: summarising the created_at index failed: %s",
-                                exc)
-                    if conn is not None:
-                        conn.terminate()
+                    if conn is not None and not isinstance(exc, asyncpg.PostgresError):
+                        conn.terminate()  # not the server's answer: a new connection
                         conn = None
         finally:
             if conn is not None:
@@ -239,14 +236,12 @@ class PostgresStore:
     that keeps losing the race to another (two replicas' writers) is never starved; the
     first batch after a (re)connection goes that way too, the head being unknown."""
 
-    def __init__(self, dsn: str, timeout: float, summarise_seconds: float | None = None
-                 ) -> None:
+    def __init__(self, dsn: str, timeout: float) -> None:
         self._dsn, self._timeout = dsn, timeout
         self._conn: Any = None
         self._head: tuple[int, str] | None = None
         self.rechained = 0  # batches chained again because the head had moved
-        self.summariser = Summariser(dsn, timeout, SUMMARISE_SECONDS if summarise_seconds
-                                     is None else summarise_seconds)
+        self.summariser = Summariser(dsn, timeout, SUMMARISE_SECONDS)
 
     async def commit(self, records: list[dict[str, Any]]) -> None:
         if not records:
