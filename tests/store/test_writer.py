@@ -432,3 +432,62 @@ async def test_an_inline_writer_that_stops_on_a_bug_takes_its_summaries_with_it(
         await log.close()
     await asyncio.sleep(0.05)
     assert not summaries() - before
+
+
+async def _commit_and_show_wal_init_zero(dsn: str) -> str:
+    """One record through a Postgres writer on `dsn`; its connection's wal_init_zero."""
+    from app.decisions.records import iso_from_ns
+
+    record = _record(f"z{time.monotonic_ns()}")
+    store = PostgresStore(dsn, 5.0)
+    try:  # the time as Writer.commit hands records to a store
+        await store.commit([{**record, "created_at": iso_from_ns(record["created_at"])}])
+        return await store._conn.fetchval("SHOW wal_init_zero")
+    finally:
+        store.stop()
+
+
+async def test_on_postgres_the_writers_backend_creates_wal_segments_without_zeros(
+        postgres_url):
+    """The backend that writes the log creates the server's new WAL segments: zero-filling
+    each (wal_init_zero, the default) held every commit for 70-90 ms once a second on a new
+    server. The writer turns it off for its own connection; other connections keep it."""
+    dsn = postgres_url.replace("+asyncpg", "")
+    assert await _commit_and_show_wal_init_zero(dsn) == "off"
+    assert await _pg(postgres_url, "SHOW wal_init_zero") == "on"
+
+
+async def test_wal_init_zero_that_the_operator_configured_stands(postgres_url, caplog):
+    """Set for the database (as in postgresql.conf, for a role...), either way: the writer
+    leaves it and writes as ever, and says once why commits may stall when it is on."""
+    dsn = postgres_url.replace("+asyncpg", "")
+    name = dsn.rsplit("/", 1)[1]
+    caplog.set_level("INFO", logger="toolgate.decisions.writer")
+    for configured, told in (("on", 1), ("off", 0)):
+        caplog.clear()
+        await _pg(postgres_url, f"ALTER DATABASE {name} SET wal_init_zero = {configured}")
+        assert await _commit_and_show_wal_init_zero(dsn) == configured
+        assert caplog.text.count("zero-filled first (wal_init_zero)") == told
+    assert await _pg(postgres_url, "SELECT count(*) FROM decision_log") == 2
+
+
+async def test_a_role_that_may_not_set_wal_init_zero_still_writes(postgres_url):
+    """Only a superuser, or a role granted SET on it, may change wal_init_zero: any other
+    role's writer commits with the server's setting instead of failing."""
+    import uuid
+
+    role = f"toolgate_test_writer_{uuid.uuid4().hex[:8]}"
+    await _pg(postgres_url, f"CREATE ROLE {role} LOGIN")
+    try:
+        await _pg(postgres_url, f"GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA "
+                                f"public TO {role}")
+        dsn = postgres_url.replace("+asyncpg", "").replace("://postgres@", f"://{role}@")
+        assert await _commit_and_show_wal_init_zero(dsn) == "on"
+        assert await _pg(postgres_url, "SELECT count(*) FROM decision_log") == 1
+        # What docs/deployment.md tells the operator of such a role to grant.
+        await _pg(postgres_url, f"GRANT SET ON PARAMETER wal_init_zero TO {role}")
+        assert await _commit_and_show_wal_init_zero(dsn) == "off"
+    finally:
+        await _pg(postgres_url, f"REVOKE SET ON PARAMETER wal_init_zero FROM {role}")
+        await _pg(postgres_url, f"DROP OWNED BY {role}")
+        await _pg(postgres_url, f"DROP ROLE {role}")
