@@ -10,6 +10,15 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./toolgate.db"
 
+# A database URL's scheme -> the SQLAlchemy driver toolgate talks to it with. The plain
+# schemes are what platforms and libpq hand out (postgres:// too); toolgate ships only the
+# asyncio drivers, so any other driver would fail at the first connection.
+DRIVERS = {
+    "postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg",
+    "postgresql+asyncpg": "postgresql+asyncpg",
+    "sqlite": "sqlite+aiosqlite", "sqlite+aiosqlite": "sqlite+aiosqlite",
+}
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TOOLGATE_", extra="ignore")
@@ -70,6 +79,16 @@ class Settings(BaseSettings):
     masked_keys: Annotated[list[str], NoDecode] = Field(default_factory=lambda: [
         "password", "secret", "token", "api_key", "apikey", "authorization", "cookie",
     ])
+
+    @field_validator("database_url")
+    @classmethod
+    def _driver(cls, value: str) -> str:
+        scheme, sep, rest = value.partition("://")
+        driver = DRIVERS.get(scheme.lower()) if sep else None
+        if driver is None:
+            raise ValueError("not a database URL toolgate can use: postgresql://user@host:"
+                             "5432/db or sqlite:///path/to/file.db")
+        return f"{driver}://{rest}"
 
     @field_validator("masked_keys", mode="before")
     @classmethod

@@ -93,3 +93,33 @@ def test_a_bad_setting_stops_audit_prune_naming_the_variable(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "TOOLGATE_DECISION_LOG_TIMEOUT_SECONDS: Input should be a valid number" in r.stderr
     assert not (tmp_path / "x.db").exists()
+
+
+def test_migrate_takes_the_plain_database_urls_platforms_hand_out(database_url, tmp_path):
+    """postgresql:// (postgres://) and sqlite:/// as libpq and hosting platforms write them:
+    toolgate uses its own drivers for them. Before, a plain postgresql:// URL failed with
+    a traceback (no psycopg installed)."""
+    from app.store import migrate
+
+    if database_url.startswith("sqlite"):
+        plain, path = f"sqlite:///{tmp_path}/plain.db", tmp_path / "plain.db"
+    else:
+        plain, path = database_url.replace("postgresql+asyncpg://", "postgres://"), None
+        from alembic import command
+        command.downgrade(migrate.alembic_config(database_url), "0001")
+    r = _run("migrate", env={"TOOLGATE_DATABASE_URL": plain})
+    assert r.returncode == 0 and "schema at" in r.stdout, r.stderr
+    if path is not None:
+        assert path.exists()
+    else:
+        assert migrate.current(database_url) == migrate.head(database_url)
+
+
+def test_a_database_url_toolgate_cannot_use_stops_naming_the_variable(tmp_path):
+    for url in ("mysql://root@127.0.0.1/toolgate", "postgresql+psycopg://u@h/db",
+                f"{tmp_path}/x.db"):
+        r = _run("migrate", env={"TOOLGATE_DATABASE_URL": url})
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert "TOOLGATE_DATABASE_URL: Value error, not a database URL toolgate can use: " \
+               "postgresql://user@host:5432/db or sqlite:///path/to/file.db" in r.stderr
+    assert not list(tmp_path.iterdir())  # nothing created
