@@ -20,6 +20,30 @@ DRIVERS = {
 }
 
 
+def _renamed_query(database_url: str, old: str, new: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    url = make_url(database_url)
+    if old not in url.query:
+        return database_url
+    query = {new if k == old else k: v for k, v in url.query.items()}
+    return url.set(query=query).render_as_string(hide_password=False)
+
+
+def asyncpg_dsn(database_url: str) -> str | None:
+    """The libpq DSN that asyncpg.connect takes for a PostgreSQL database URL (the log
+    writer's and the notifier's own connections); None for other databases. SQLAlchemy's
+    asyncpg dialect takes TLS as `?ssl=MODE`, a DSN as libpq's `?sslmode=MODE`: in a DSN
+    asyncpg would send `ssl` to the server as a setting, which refuses it."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(database_url)
+    if url.get_backend_name() != "postgresql":
+        return None
+    dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    return _renamed_query(dsn, "ssl", "sslmode")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TOOLGATE_", extra="ignore")
 
@@ -88,7 +112,8 @@ class Settings(BaseSettings):
         if driver is None:
             raise ValueError("not a database URL toolgate can use: postgresql://user@host:"
                              "5432/db or sqlite:///path/to/file.db")
-        return f"{driver}://{rest}"
+        url = f"{driver}://{rest}"
+        return _renamed_query(url, "sslmode", "ssl") if driver == DRIVERS["postgres"] else url
 
     @field_validator("masked_keys", mode="before")
     @classmethod

@@ -24,19 +24,12 @@ from collections.abc import Callable
 from typing import Any
 
 import asyncpg
-from sqlalchemy.engine import make_url
+
+from app.config import asyncpg_dsn
 
 log = logging.getLogger("toolgate.notify")
 
 Callback = Callable[[str | None], None]
-
-
-def asyncpg_dsn(database_url: str) -> str | None:
-    """The plain libpq DSN of a SQLAlchemy PostgreSQL URL; None for other databases."""
-    url = make_url(database_url)
-    if url.get_backend_name() != "postgresql":
-        return None
-    return url.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 class Notifier:

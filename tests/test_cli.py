@@ -104,7 +104,8 @@ def test_migrate_takes_the_plain_database_urls_platforms_hand_out(database_url, 
     if database_url.startswith("sqlite"):
         plain, path = f"sqlite:///{tmp_path}/plain.db", tmp_path / "plain.db"
     else:
-        plain, path = database_url.replace("postgresql+asyncpg://", "postgres://"), None
+        plain = database_url.replace("postgresql+asyncpg://", "postgres://") + "?sslmode=disable"
+        path = None
         from alembic import command
         command.downgrade(migrate.alembic_config(database_url), "0001")
     r = _run("migrate", env={"TOOLGATE_DATABASE_URL": plain})

@@ -29,6 +29,7 @@ from sqlalchemy import insert, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.config import asyncpg_dsn
 from app.decisions.chain import canonical_details, chain_rows
 from app.decisions.tables import ChainHead, LogRecord
 from app.decisions.writer import CANNOT_BE_WRITTEN, InProcess
@@ -61,11 +62,10 @@ async def append(session: AsyncSession, records: list[dict[str, Any]]) -> None:
 def writer_config(database_url: str, *, max_batch: int, timeout: float,
                   sqlite_synchronous: str) -> dict[str, Any]:
     """The writer process's configuration (sent on its stdin, not its command line)."""
-    url = make_url(database_url)
-    if url.get_backend_name() == "sqlite":
-        return {"sqlite": url.database or "toolgate.db", "synchronous": sqlite_synchronous,
-                "max_batch": max_batch}
-    dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    dsn = asyncpg_dsn(database_url)
+    if dsn is None:
+        return {"sqlite": make_url(database_url).database or "toolgate.db",
+                "synchronous": sqlite_synchronous, "max_batch": max_batch}
     return {"postgresql": dsn, "timeout": timeout, "max_batch": max_batch}
 
 

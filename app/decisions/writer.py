@@ -150,14 +150,15 @@ _PG_SESSION = {"backend_flush_after": "256kB"}
 
 # Each 16 MB WAL segment is created by the backend that first needs it, and by default
 # Postgres fills it with zeros and fsyncs it first (wal_init_zero), holding the WAL write
-# lock, so every commit waits: 70-90 ms, once a second at the log's rates, on a server that
+# lock, so every commit waits: 50-90 ms, once a second at the log's rates, on a server that
 # has no used segments to recycle (a new one, or after a quiet spell). Over 45 s on a new
-# cluster that was a p99 of 56.7 ms against 13.6 with zero-filling off
-# (docs/performance.md). This backend writes nearly all of the server's WAL under load, so
-# it creates nearly every segment: it skips the zeros for its own, unless the server's
+# cluster that was a p99 of 48-57 ms against 11-17 ms with this connection's zero-filling
+# off (docs/performance.md). This backend writes most of the server's WAL under load, so
+# it creates most segments: it skips the zeros for its own, unless the server's
 # configuration names wal_init_zero (the operator's choice stands) or the role may not set
-# it (a superuser may; another role after GRANT SET ON PARAMETER wal_init_zero). The
-# zeros only make the file system allocate the space early; commits stay fsynced.
+# it (a superuser may; another role after GRANT SET ON PARAMETER wal_init_zero). Without
+# the zeros the file system allocates a segment's blocks as WAL is written into it (a
+# commit's fdatasync may then write that metadata too); every commit is still fsynced.
 _PG_WAL_ZEROS = "SELECT setting, source FROM pg_settings WHERE name = 'wal_init_zero'"
 
 
@@ -167,8 +168,10 @@ async def _no_wal_zeros(conn: Any) -> bool:
     import asyncpg
 
     setting = await conn.fetchrow(_PG_WAL_ZEROS)
-    if setting is None or setting["source"] != "default":  # before 12; the operator's
-        return setting is not None and setting["setting"] == "off"
+    if setting is None:  # Postgres before 12: always zero-filled
+        return False
+    if setting["source"] != "default":  # configured: the operator's choice stands
+        return setting["setting"] == "off"
     try:
         await conn.execute("SET wal_init_zero = off")
     except asyncpg.InsufficientPrivilegeError:

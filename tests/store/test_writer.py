@@ -434,6 +434,12 @@ async def test_an_inline_writer_that_stops_on_a_bug_takes_its_summaries_with_it(
     assert not summaries() - before
 
 
+async def _server_configures_wal_init_zero(postgres_url: str) -> None:
+    if await _pg(postgres_url, "SELECT source <> 'default' FROM pg_settings "
+                               "WHERE name = 'wal_init_zero'"):
+        pytest.skip("this Postgres server configures wal_init_zero itself")
+
+
 async def _commit_and_show_wal_init_zero(dsn: str) -> str:
     """One record through a Postgres writer on `dsn`; its connection's wal_init_zero."""
     from app.decisions.records import iso_from_ns
@@ -450,8 +456,9 @@ async def _commit_and_show_wal_init_zero(dsn: str) -> str:
 async def test_on_postgres_the_writers_backend_creates_wal_segments_without_zeros(
         postgres_url):
     """The backend that writes the log creates the server's new WAL segments: zero-filling
-    each (wal_init_zero, the default) held every commit for 70-90 ms once a second on a new
+    each (wal_init_zero, the default) held every commit for 50-90 ms once a second on a new
     server. The writer turns it off for its own connection; other connections keep it."""
+    await _server_configures_wal_init_zero(postgres_url)
     dsn = postgres_url.replace("+asyncpg", "")
     assert await _commit_and_show_wal_init_zero(dsn) == "off"
     assert await _pg(postgres_url, "SHOW wal_init_zero") == "on"
@@ -476,6 +483,7 @@ async def test_a_role_that_may_not_set_wal_init_zero_still_writes(postgres_url):
     role's writer commits with the server's setting instead of failing."""
     import uuid
 
+    await _server_configures_wal_init_zero(postgres_url)
     role = f"toolgate_test_writer_{uuid.uuid4().hex[:8]}"
     await _pg(postgres_url, f"CREATE ROLE {role} LOGIN")
     try:
@@ -491,3 +499,15 @@ async def test_a_role_that_may_not_set_wal_init_zero_still_writes(postgres_url):
         await _pg(postgres_url, f"REVOKE SET ON PARAMETER wal_init_zero FROM {role}")
         await _pg(postgres_url, f"DROP OWNED BY {role}")
         await _pg(postgres_url, f"DROP ROLE {role}")
+
+
+async def test_a_tls_mode_in_the_database_url_reaches_the_writers_connection(postgres_url):
+    """`?ssl=MODE` (what SQLAlchemy's asyncpg takes; `?sslmode=` becomes it) must not stop
+    the writer process, which connects with a libpq DSN: every decision would be a 503."""
+    log = DecisionLog(f"{postgres_url}?ssl=disable")
+    await log.start()
+    try:
+        await asyncio.wait_for(log.write([_record("tls")]), 20)
+    finally:
+        await log.close()
+    assert await _pg(postgres_url, "SELECT count(*) FROM decision_log") == 1

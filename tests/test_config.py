@@ -1,0 +1,36 @@
+"""What TOOLGATE_DATABASE_URL accepts, and the URLs toolgate's connections are made with."""
+
+import pytest
+from pydantic import ValidationError
+
+from app.config import Settings, asyncpg_dsn
+
+
+@pytest.mark.parametrize(("given", "used"), [
+    ("postgresql://u:p@db:5432/toolgate", "postgresql+asyncpg://u:p@db:5432/toolgate"),
+    ("postgres://u@db/toolgate", "postgresql+asyncpg://u@db/toolgate"),
+    ("POSTGRESQL+ASYNCPG://u@db/toolgate", "postgresql+asyncpg://u@db/toolgate"),
+    # libpq's TLS parameter, as platforms write it, in the form SQLAlchemy's asyncpg takes
+    ("postgres://u@db/toolgate?sslmode=require", "postgresql+asyncpg://u@db/toolgate?ssl=require"),
+    ("sqlite:///./toolgate.db", "sqlite+aiosqlite:///./toolgate.db"),
+    ("sqlite+aiosqlite:///:memory:", "sqlite+aiosqlite:///:memory:"),
+])
+def test_database_urls_as_platforms_write_them_use_toolgates_drivers(given, used):
+    assert Settings(database_url=given).database_url == used
+
+
+@pytest.mark.parametrize("url", ["mysql://root@db/toolgate", "postgresql+psycopg://u@db/x",
+                                 "toolgate.db", ""])
+def test_a_database_url_toolgate_cannot_use_is_refused_naming_the_field(url):
+    with pytest.raises(ValidationError) as refused:
+        Settings(database_url=url)
+    assert refused.value.errors()[0]["loc"] == ("database_url",)
+
+
+def test_the_writer_and_the_notifier_connect_with_libpq_tls_parameters():
+    """asyncpg.connect reads a DSN's ?sslmode=; a ?ssl= there it would send to the server
+    as a setting, which refuses it, and the log writer could never connect."""
+    assert asyncpg_dsn("postgresql+asyncpg://u:p@db/toolgate?ssl=verify-full") == \
+        "postgresql://u:p@db/toolgate?sslmode=verify-full"
+    assert asyncpg_dsn("postgresql+asyncpg://u@db/toolgate") == "postgresql://u@db/toolgate"
+    assert asyncpg_dsn("sqlite+aiosqlite:///./toolgate.db") is None
