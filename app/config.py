@@ -107,7 +107,7 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _driver(cls, value: str) -> str:
-        scheme, sep, rest = value.partition("://")
+        scheme, sep, rest = value.strip().partition("://")  # a secret file's newline
         driver = DRIVERS.get(scheme.lower()) if sep else None
         if driver is None:
             raise ValueError("not a database URL toolgate can use: postgresql://user@host:"

@@ -14,6 +14,7 @@ from app.config import Settings, asyncpg_dsn
     ("postgres://u@db/toolgate?sslmode=require", "postgresql+asyncpg://u@db/toolgate?ssl=require"),
     ("sqlite:///./toolgate.db", "sqlite+aiosqlite:///./toolgate.db"),
     ("sqlite+aiosqlite:///:memory:", "sqlite+aiosqlite:///:memory:"),
+    (" postgresql://u@db/toolgate\n", "postgresql+asyncpg://u@db/toolgate"),
 ])
 def test_database_urls_as_platforms_write_them_use_toolgates_drivers(given, used):
     assert Settings(database_url=given).database_url == used
