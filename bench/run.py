@@ -150,8 +150,20 @@ def run_all(args: argparse.Namespace, workdir: Path, token: str,
             wrk_path: str) -> dict[str, Any]:
     check_access_log_setting()
     pg_down = server.postgres_unreachable()
+    pg_settings: dict[str, str] | None = None
     if pg_down:
         print(f"Postgres scenarios skipped: 127.0.0.1:5432 unreachable ({pg_down})")
+    else:
+        pg_settings = server.postgres_settings()
+        print(f"== postgres {pg_settings['server_version']}: "
+              + " ".join(f"{k}={v}" for k, v in pg_settings.items() if k != "server_version"))
+        if lost := server.not_durable(pg_settings):
+            print(f"WARNING: this Postgres server's commits do not survive a power loss "
+                  f"({', '.join(lost)}): the Postgres log figures are not durable decisions")
+    synchronous = extra_settings(args).get("TOOLGATE_SQLITE_SYNCHRONOUS", "FULL")
+    if synchronous.upper() != "FULL":
+        print(f"WARNING: TOOLGATE_SQLITE_SYNCHRONOUS={synchronous}: the SQLite log figures "
+              f"survive a crash of toolgate, not a power loss")
     load: dict[str, dict[str, Any]] = {}
     for workers in args.workers:
         opts = options(args, workers, workdir, token, wrk_path)
@@ -182,7 +194,7 @@ def run_all(args: argparse.Namespace, workdir: Path, token: str,
         rows = {name: rows[name] for name in args.scenarios}
         load[str(workers)] = rows
 
-    out: dict[str, Any] = {"load": load}
+    out: dict[str, Any] = {"load": load, "postgres": pg_settings}
     if not args.no_core:
         print("\n== in-process core timings (best of 5)")
         out["core"] = core.run()

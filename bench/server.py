@@ -161,6 +161,34 @@ def postgres_unreachable() -> str | None:
     return None
 
 
+# What a Postgres log figure depends on beyond toolgate: whether a commit is durable at all,
+# and the WAL settings behind its stalls (docs/deployment.md, docs/performance.md).
+PG_SETTINGS = ("fsync", "synchronous_commit", "full_page_writes", "wal_init_zero",
+               "max_wal_size", "min_wal_size", "checkpoint_timeout", "shared_buffers",
+               "autovacuum")
+# The values under which a committed decision can be lost with the machine's power
+# (synchronous_commit = local still flushes locally; only off answers before the flush).
+PG_NOT_DURABLE = {"fsync": {"off"}, "synchronous_commit": {"off"},
+                  "full_page_writes": {"off"}}
+
+
+def postgres_settings() -> dict[str, str]:
+    """The server's version and PG_SETTINGS, as `SHOW` gives them (units included)."""
+    async def read(conn) -> dict[str, str]:  # type: ignore[no-untyped-def]
+        found = {"server_version": await conn.fetchval("SHOW server_version")}
+        for name in PG_SETTINGS:
+            found[name] = await conn.fetchval(f"SHOW {name}")
+        return found
+
+    return asyncio.run(_pg(read))
+
+
+def not_durable(settings: dict[str, str]) -> list[str]:
+    """The settings under which the server's commits do not survive a power loss."""
+    return [f"{name}={settings[name]}" for name, lost in PG_NOT_DURABLE.items()
+            if settings.get(name) in lost]
+
+
 def recreate_postgres(database: str) -> None:
     async def recreate(conn) -> None:  # type: ignore[no-untyped-def]
         await conn.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
