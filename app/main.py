@@ -10,32 +10,32 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 
-from app.api import handlers
-from app.api.deps import AppState
-from app.api.fastpath import FastAuthorize
-from app.api.middleware import BodyLimit
-from app.api.routes_config import router as config_router
-from app.api.routes_decide import batch_router
-from app.api.routes_decide import router as decide_router
-from app.api.routes_decisions import router as decisions_router
-from app.api.routes_health import router as health_router
-from app.api.routes_keys import router as keys_router
-from app.api.routes_plans import router as plans_router
-from app.api.routes_registry import router as registry_router
-from app.api.routes_registry import safety_test_router
-from app.api.routes_test import router as test_router
 from app.auth.deps import authorize
 from app.auth.keys import Authenticator, KeyCache
 from app.auth.ratelimit import RateLimiter
-from app.auth.repo import KEYS_CHANNEL
+from app.auth.repository import KEYS_CHANNEL
+from app.auth.routes import router as keys_router
+from app.authorize.cases import router as test_router
+from app.authorize.hotpath import FastAuthorize
+from app.authorize.routes import batch_router
+from app.authorize.routes import router as decide_router
 from app.config import Settings
 from app.decisions.log import WRITER_SOCKET_ENV, DecisionLog
-from app.notify import Notifier
-from app.plans import PlanCache
-from app.registry import RegistryCache
+from app.decisions.routes import router as decisions_router
+from app.health.routes import router as health_router
+from app.kit import handlers
+from app.kit.deps import AppState
+from app.kit.middleware import BodyLimit
+from app.kit.notify import Notifier
+from app.plans.routes import router as plans_router
+from app.plans.service import PlanCache
+from app.profiles.routes import router as config_router
+from app.registry.repository import REGISTRY_CHANNEL
+from app.registry.routes import router as registry_router
+from app.registry.routes import safety_test_router
+from app.registry.service import RegistryCache
 from app.store import migrate
 from app.store.engine import make_engine, make_sessionmaker
-from app.store.registry_repo import REGISTRY_CHANNEL
 
 DESCRIPTION = """Policy decisions for AI agents: before every tool call an agent asks
 "may this tool run, in this plan, with this context?" and toolgate answers allow, or deny

@@ -14,8 +14,8 @@ from typing import Any
 
 import orjson
 
-from app.api.schemas import AuthorizeIn
-from app.api.wire import decode_authorize, decode_authorize_json
+from app.authorize.schemas import AuthorizeIn
+from app.authorize.wire import decode_authorize, decode_authorize_json
 from app.policy.checks import evaluate
 from app.policy.model import Context, Tool
 from app.policy.profiles import SafetyProfile
@@ -80,7 +80,7 @@ def fresh_registry() -> Any:
     import tempfile
 
     from app.config import Settings
-    from app.registry import RegistryCache
+    from app.registry.service import RegistryCache
     from app.store import migrate
     from app.store.engine import make_engine, make_sessionmaker
 
@@ -101,11 +101,11 @@ def fresh_registry() -> Any:
 
 
 def cached_decide(profile: SafetyProfile) -> Callable[[], tuple[dict, dict]]:
-    """app.decide.decide on a cached plan, called as the route calls it (body already
+    """app.authorize.service.decide on a cached plan, called as the route calls it (body already
     decoded): registry lookup + core + decision id + response body + log record. Raises if
     decide() now needs an argument this harness does not know (its signature moved on)."""
-    from app.decide import decide
-    from app.plans import PlanCache, PlanLock
+    from app.authorize.service import decide
+    from app.plans.service import PlanCache, PlanLock
 
     cache = PlanCache(16)
     cache.put(PlanLock(plan_id=PLAN_ID, action_id=ACTION_ID, project="bench",

@@ -71,7 +71,7 @@ def launch(scenario: Scenario, opts: Options) -> tuple[srv.Server, str | None]:
                    "--port", str(port), "--workers", str(opts.workers),
                    "--log-level", opts.log_level, "--no-proxy-headers",
                    # the same server as toolgate serve runs (for this app: uvicorn's own)
-                   "--http", "app.api.protocol:ToolgateHttpToolsProtocol",
+                   "--http", "toolgate_uvicorn.protocol:ToolgateHttpToolsProtocol",
                    "--access-log" if opts.access_log else "--no-access-log"]
         server = srv.Server(scenario.name, command, srv.clean_env(), port=port, log=log,
                             cwd=ROOT, token=opts.token)

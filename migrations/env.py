@@ -1,4 +1,4 @@
-"""Alembic environment: async engines, metadata from app.store.tables.
+"""Alembic environment: async engines, metadata from app.store.base.
 
 The URL is taken from the Alembic config's `sqlalchemy.url` when a caller set it (the
 `toolgate migrate` command and the tests do), else from TOOLGATE_DATABASE_URL.
@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.config import Settings
-from app.store.schema import metadata
+from app.tables import metadata
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logging", True):

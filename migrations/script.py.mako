@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 ${imports if imports else ""}
-import app.store.tables
+import app.store.base
 
 revision = ${repr(up_revision)}
 down_revision = ${repr(down_revision)}

@@ -130,7 +130,7 @@ async def both_paths(request: pytest.FixtureRequest,
     `toolgate serve`'s HTTP protocol (app/api/protocol.py, bytes in and out), the plain-ASGI
     route (app/api/fastpath.py) and the FastAPI route they stand in for: same answers,
     same envelope."""
-    from app.api.protocol import ToolgateHttpToolsProtocol
+    from toolgate_uvicorn.protocol import ToolgateHttpToolsProtocol
     from tests.uvicorn_wire import ProtocolTransport
 
     app = create_app(settings.model_copy(update={"fast_path": request.param != "fastapi-route"}))

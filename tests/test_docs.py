@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from app.policy.errors import markdown_table
+from app.policy.denies import markdown_table
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -11,7 +11,7 @@ def test_deny_code_table_matches_the_code():
     text = (DOCS / "deny-codes.md").read_text()
     table = text.split("<!-- deny-table:start -->")[1].split("<!-- deny-table:end -->")[0]
     assert table.strip() == markdown_table().strip(), (
-        "docs/deny-codes.md is stale: paste app.policy.errors.markdown_table()")
+        "docs/deny-codes.md is stale: paste app.policy.denies.markdown_table()")
 
 
 def test_every_setting_is_documented():

@@ -12,7 +12,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.auth.keys import Principal
 from app.auth.roles import rule_for
-from app.errors import Forbidden, NotFound, Unauthorized
+from app.kit.errors import Forbidden, NotFound, Unauthorized
 
 bearer = HTTPBearer(auto_error=False, scheme_name="apiKey",
                     description="An API key: `Authorization: Bearer tg_...` (docs/auth.md)")

@@ -22,10 +22,10 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.auth import repo
+from app.auth import repository as repo
 from app.auth.roles import Role
-from app.errors import Unauthorized
-from app.shared import SharedReads
+from app.kit.errors import Unauthorized
+from app.kit.singleflight import SharedReads
 
 log = logging.getLogger("toolgate.auth")
 

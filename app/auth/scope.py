@@ -12,12 +12,12 @@ from typing import Any
 
 from app.auth.keys import Principal
 from app.auth.roles import Role
-from app.errors import Forbidden, NotFound
-from app.plans import PlanLock
+from app.kit.errors import Forbidden, NotFound
+from app.plans.service import PlanLock
 
 
 def plan_not_found(plan_id: str) -> NotFound:
-    # The very words of app.plans.load_lock and the plan routes for a missing plan.
+    # The very words of app.plans.service.load_lock and the plan routes for a missing plan.
     return NotFound(f"plan '{plan_id}' does not exist", plan_id=plan_id)
 
 

@@ -8,7 +8,7 @@ from sqlalchemy import JSON, String
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.store.tables import Base, UTCDateTime
+from app.store.base import Base, UTCDateTime
 
 # SQL NULL (not JSON null) for "every project", so the column reads the way it means.
 NullableJson = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")

@@ -9,10 +9,10 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 from uuid_utils import uuid7
 
-from app.decide import Caller
+from app.authorize.service import Caller
 from app.decisions.log import DecisionLog, RecordingFailed, append
 from app.decisions.records import new_record
-from app.errors import Unavailable
+from app.kit.errors import Unavailable
 
 
 async def record_decisions(log: DecisionLog | None, records: list[dict[str, Any]]) -> None:

@@ -33,7 +33,7 @@ from app.config import asyncpg_dsn
 from app.decisions.chain import canonical_details, chain_rows
 from app.decisions.tables import ChainHead, LogRecord
 from app.decisions.writer import CANNOT_BE_WRITTEN, InProcess
-from app.store.tables import utcnow
+from app.store.base import utcnow
 
 log = logging.getLogger("toolgate.decisions")
 _LOG = LogRecord.__table__

@@ -13,11 +13,11 @@ from datetime import datetime
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
-from app.decide import Caller
+from app.authorize.service import Caller
 from app.decisions.audit import audit_change
 from app.decisions.records import iso
 from app.decisions.tables import ChainHead, LogRecord
-from app.store.tables import utcnow
+from app.store.base import utcnow
 
 
 async def prune(sessions: async_sessionmaker, before: datetime) -> dict:

@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import BigInteger, Boolean, Float, Index, Integer, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.store.tables import Base, UTCDateTime
+from app.store.base import Base, UTCDateTime
 
 # Every kind but the decisions nearly every record is: what the kind index holds.
 RARE_KINDS = text("kind <> 'authorize'")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from app.policy.errors import DENY_CODES
+from app.policy.denies import DENY_CODES
 from app.policy.model import (
     Capability,
     CapabilityFields,

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-import app.store.tables
+import app.store.base
 
 revision = '0001'
 down_revision = None
@@ -27,8 +27,8 @@ def upgrade() -> None:
     sa.Column('read_only', sa.Boolean(), nullable=False),
     sa.Column('automation_profile', sa.String(length=64), nullable=True),
     sa.Column('safety_profile', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=True),
-    sa.Column('created_at', app.store.tables.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('updated_at', app.store.tables.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('created_at', app.store.base.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('updated_at', app.store.base.UTCDateTime(timezone=True), nullable=False),
     sa.PrimaryKeyConstraint('action_id', name=op.f('pk_actions'))
     )
     with op.batch_alter_table('actions', schema=None) as batch_op:
@@ -38,7 +38,7 @@ def upgrade() -> None:
     op.create_table('global_config',
     sa.Column('id', sa.Integer(), nullable=False),
     sa.Column('automation_profile', sa.String(length=64), nullable=True),
-    sa.Column('updated_at', app.store.tables.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('updated_at', app.store.base.UTCDateTime(timezone=True), nullable=False),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_global_config'))
     )
     op.create_table('profile_versions',
@@ -46,7 +46,7 @@ def upgrade() -> None:
     sa.Column('version', sa.Integer(), nullable=False),
     sa.Column('description', sa.Text(), nullable=False),
     sa.Column('safety', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=False),
-    sa.Column('created_at', app.store.tables.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('created_at', app.store.base.UTCDateTime(timezone=True), nullable=False),
     sa.PrimaryKeyConstraint('name', 'version', name=op.f('pk_profile_versions'))
     )
     op.create_table('profiles',
@@ -54,15 +54,15 @@ def upgrade() -> None:
     sa.Column('description', sa.Text(), nullable=False),
     sa.Column('safety', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=False),
     sa.Column('version', sa.Integer(), nullable=False),
-    sa.Column('created_at', app.store.tables.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('updated_at', app.store.tables.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('created_at', app.store.base.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('updated_at', app.store.base.UTCDateTime(timezone=True), nullable=False),
     sa.PrimaryKeyConstraint('name', name=op.f('pk_profiles'))
     )
     op.create_table('projects',
     sa.Column('project', sa.String(length=200), nullable=False),
     sa.Column('automation_profile', sa.String(length=64), nullable=True),
-    sa.Column('created_at', app.store.tables.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('updated_at', app.store.tables.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('created_at', app.store.base.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('updated_at', app.store.base.UTCDateTime(timezone=True), nullable=False),
     sa.PrimaryKeyConstraint('project', name=op.f('pk_projects'))
     )
     with op.batch_alter_table('projects', schema=None) as batch_op:
@@ -80,8 +80,8 @@ def upgrade() -> None:
     sa.Column('is_default', sa.Boolean(), nullable=False),
     sa.Column('request', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=False),
     sa.Column('state', sa.String(length=32), nullable=False),
-    sa.Column('created_at', app.store.tables.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('updated_at', app.store.tables.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('created_at', app.store.base.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('updated_at', app.store.base.UTCDateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['action_id'], ['actions.action_id'], name=op.f('fk_plans_action_id_actions')),
     sa.PrimaryKeyConstraint('plan_id', name=op.f('pk_plans'))
     )

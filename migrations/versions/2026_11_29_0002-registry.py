@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-import app.store.tables
+import app.store.base
 
 revision = '0002'
 down_revision = '0001'
@@ -25,7 +25,7 @@ def upgrade() -> None:
     op.create_table('project_registry_settings',
     sa.Column('project', sa.String(length=200), nullable=False),
     sa.Column('deny_unregistered_tools', sa.Boolean(), nullable=False),
-    sa.Column('updated_at', app.store.tables.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('updated_at', app.store.base.UTCDateTime(timezone=True), nullable=False),
     sa.PrimaryKeyConstraint('project', name=op.f('pk_project_registry_settings'))
     )
     registry_state = op.create_table('registry_state',
@@ -39,8 +39,8 @@ def upgrade() -> None:
     sa.Column('name', sa.String(length=200), nullable=False),
     sa.Column('category', sa.String(length=200), nullable=True),
     sa.Column('unsafe_phrases', JSON, nullable=False),
-    sa.Column('created_at', app.store.tables.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('updated_at', app.store.tables.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('created_at', app.store.base.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('updated_at', app.store.base.UTCDateTime(timezone=True), nullable=False),
     sa.PrimaryKeyConstraint('name', name=op.f('pk_skills'))
     )
     op.create_table('tools',
@@ -52,8 +52,8 @@ def upgrade() -> None:
     sa.Column('safety_category', sa.String(length=16), nullable=False),
     sa.Column('skill_category', sa.String(length=200), nullable=True),
     sa.Column('path_args', JSON, nullable=False),
-    sa.Column('created_at', app.store.tables.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('updated_at', app.store.tables.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('created_at', app.store.base.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('updated_at', app.store.base.UTCDateTime(timezone=True), nullable=False),
     sa.PrimaryKeyConstraint('name', name=op.f('pk_tools'))
     )
 

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from alembic import op
 
-import app.store.tables
+import app.store.base
 
 revision = '0003'
 down_revision = '0002'
@@ -27,14 +27,14 @@ def upgrade() -> None:
     sa.Column('hash', sa.String(length=64), nullable=False),
     sa.Column('pruned_seq', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
     sa.Column('pruned_hash', sa.String(length=64), nullable=False),
-    sa.Column('updated_at', app.store.tables.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('updated_at', app.store.base.UTCDateTime(timezone=True), nullable=False),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_chain_head'))
     )
     op.create_table('decision_log',
     sa.Column('seq', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), autoincrement=False, nullable=False),
     sa.Column('decision_id', sa.String(length=36), nullable=False),
     sa.Column('kind', sa.String(length=16), nullable=False),
-    sa.Column('created_at', app.store.tables.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('created_at', app.store.base.UTCDateTime(timezone=True), nullable=False),
     sa.Column('project', sa.String(length=200), nullable=True),
     sa.Column('plan_id', sa.String(length=200), nullable=True),
     sa.Column('action_id', sa.String(length=200), nullable=True),
@@ -69,7 +69,7 @@ def upgrade() -> None:
     chain_head = sa.table(
         "chain_head", sa.column("id"), sa.column("seq"), sa.column("hash"),
         sa.column("pruned_seq"), sa.column("pruned_hash"),
-        sa.column("updated_at", app.store.tables.UTCDateTime(timezone=True)),
+        sa.column("updated_at", app.store.base.UTCDateTime(timezone=True)),
     )
     op.bulk_insert(chain_head, [{
         "id": 1, "seq": 0, "hash": genesis, "pruned_seq": 0, "pruned_hash": genesis,

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-import app.store.tables
+import app.store.base
 
 revision = '0004'
 down_revision = '0003'
@@ -29,10 +29,10 @@ def upgrade() -> None:
         nullable=True),
     sa.Column('key_hash', sa.String(length=64), nullable=False),
     sa.Column('prefix', sa.String(length=16), nullable=False),
-    sa.Column('created_at', app.store.tables.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('created_at', app.store.base.UTCDateTime(timezone=True), nullable=False),
     sa.Column('created_by', sa.String(length=64), nullable=True),
-    sa.Column('expires_at', app.store.tables.UTCDateTime(timezone=True), nullable=True),
-    sa.Column('revoked_at', app.store.tables.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('expires_at', app.store.base.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('revoked_at', app.store.base.UTCDateTime(timezone=True), nullable=True),
     sa.Column('revoked_by', sa.String(length=64), nullable=True),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_api_keys')),
     sa.UniqueConstraint('key_hash', name=op.f('uq_api_keys_key_hash'))

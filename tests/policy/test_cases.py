@@ -15,9 +15,9 @@ from pydantic import ValidationError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root, for `tests.*`
 
-from app.api.schemas import AuthorizeIn  # noqa: E402
+from app.authorize.schemas import AuthorizeIn  # noqa: E402
 from app.policy.checks import CHECKS_BY_LAYER, MissingCapability, evaluate  # noqa: E402
-from app.policy.errors import CLASSES_BY_NAME, DENY_CODES, hierarchy  # noqa: E402
+from app.policy.denies import CLASSES_BY_NAME, DENY_CODES, hierarchy  # noqa: E402
 from app.policy.model import Layer, Verdict  # noqa: E402
 from tests.casefiles import load_cases  # noqa: E402
 

@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from app.config import Settings
 from app.main import create_app
 from app.store import migrate
-from app.store.schema import metadata
+from app.tables import metadata
 
 
 async def _diff(url: str) -> list:

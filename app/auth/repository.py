@@ -1,0 +1,50 @@
+"""Stored API keys. Callers own the transaction (the request's session, or the bootstrap)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import func, select, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.auth.tables import ApiKey
+from app.store.base import utcnow
+
+# LISTEN/NOTIFY channel: a message means "a key changed, drop cached keys" (app/notify.py).
+KEYS_CHANNEL = "toolgate_keys"
+
+
+async def get_by_hash(session: AsyncSession, key_hash: str) -> ApiKey | None:
+    return await session.scalar(select(ApiKey).where(ApiKey.key_hash == key_hash))
+
+
+async def get(session: AsyncSession, key_id: str) -> ApiKey | None:
+    return await session.get(ApiKey, key_id)
+
+
+async def list_keys(session: AsyncSession) -> list[ApiKey]:
+    return list((await session.scalars(select(ApiKey).order_by(ApiKey.created_at,
+                                                                ApiKey.id))).all())
+
+
+async def insert(session: AsyncSession, key: ApiKey) -> None:
+    session.add(key)
+    await session.flush()
+
+
+async def revoke(session: AsyncSession, key: ApiKey, *, by: str | None) -> None:
+    """Revoke, and on PostgreSQL tell every listening process in the same transaction:
+    NOTIFY is delivered at commit, so nobody hears of a revocation that rolled back."""
+    key.revoked_at, key.revoked_by = utcnow(), by
+    await session.flush()
+    if session.bind.dialect.name == "postgresql":
+        await session.execute(text("SELECT pg_notify(:channel, :payload)"),
+                              {"channel": KEYS_CHANNEL, "payload": key.id})
+
+
+async def count_usable_admins(session: AsyncSession, now: datetime) -> int:
+    query = select(func.count()).select_from(ApiKey).where(
+        ApiKey.role == "admin", ApiKey.revoked_at.is_(None),
+        (ApiKey.expires_at.is_(None)) | (ApiKey.expires_at > now),
+    )
+    return int(await session.scalar(query) or 0)

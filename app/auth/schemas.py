@@ -1,0 +1,78 @@
+"""Wire contract of API key management (SPEC §6 "Keys")."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+from app.kit.schemas import Name, Stored
+
+RoleName = Literal["admin", "agent", "approver", "auditor"]
+
+
+def _rfc3339_text(value: object) -> object:
+    if value is not None and not isinstance(value, str):
+        raise ValueError("must be an RFC 3339 date-time string")
+    return value
+
+
+class KeyIn(Stored):
+    name: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    role: RoleName
+    # Required, so "every project" is always a deliberate null, never a forgotten field.
+    projects: Annotated[list[Name], Field(min_length=1, max_length=1000)] | None
+    # RFC 3339 text only (strict mode would refuse any string, lax mode would take numbers);
+    # without an offset it is UTC.
+    expires_at: Annotated[datetime | None, Field(strict=False),
+                          BeforeValidator(_rfc3339_text)] = None
+
+    @field_validator("projects")
+    @classmethod
+    def _dedupe(cls, value: list[str] | None) -> list[str] | None:
+        return sorted(set(value)) if value is not None else None
+
+    @field_validator("expires_at")
+    @classmethod
+    def _future(cls, value: datetime | None) -> datetime | None:
+        if value is None:
+            return None
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        if value <= datetime.now(UTC):
+            raise ValueError("must be in the future")
+        return value
+
+    @model_validator(mode="after")
+    def _admin_is_global(self) -> KeyIn:
+        if self.role == "admin" and self.projects is not None:
+            raise ValueError("an admin key is for every project: projects must be null")
+        return self
+
+
+class KeyOut(BaseModel):
+    id: str
+    name: str
+    role: RoleName
+    projects: list[str] | None
+    prefix: str = Field(description="The first characters of the secret, to tell keys apart")
+    created_at: datetime
+    created_by: str | None
+    expires_at: datetime | None
+    revoked_at: datetime | None
+    revoked_by: str | None
+
+
+class KeyCreated(KeyOut):
+    key: str = Field(description="The secret. Shown only in this answer; store it now.")
+
+
+class KeyList(BaseModel):
+    items: list[KeyOut]

@@ -1,0 +1,104 @@
+"""Decision tests, like `opa test`: replay cases against the current configuration.
+
+POST /v1/test takes cases `{"name"?, "request": <authorize-tool body>, "expect": {"allowed",
+"code"?}}` as a JSON list, {"cases": [...]}, or JSONL, decides each exactly as
+/v1/authorize-tool would (same plans, registry, profiles) and reports pass/fail per case.
+Nothing is recorded: these are not real decisions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ValidationError
+
+from app.authorize.schemas import AuthorizeIn
+from app.authorize.service import decide
+from app.kit.bodies import bad, parse_items
+from app.kit.deps import State
+from app.kit.errors import ToolgateError
+from app.kit.handlers import validation_details
+from app.kit.schemas import Strict
+from app.policy.checks import MissingCapability
+
+router = APIRouter(prefix="/v1", tags=["decisions"])
+
+
+class Expect(Strict):
+    allowed: bool
+    code: str | None = None
+
+
+class Case(BaseModel):
+    name: str | None = None
+    request: dict[str, Any]
+    expect: Expect
+
+
+def _case(value: Any, field: str) -> Case:
+    try:
+        return Case.model_validate(value, strict=True)
+    except ValidationError as exc:
+        first = validation_details(exc.errors())[0]
+        raise bad(f"{field}.{first['field']}".rstrip("."), first["message"],
+                  first["type"]) from None
+
+
+class CaseResult(BaseModel):
+    line: int
+    name: str | None
+    ok: bool
+    expected: dict[str, Any]
+    actual: dict[str, Any] | None
+    problem: str | None = None
+
+
+class TestReport(BaseModel):
+    total: int
+    passed: int
+    failed: int
+    ok: bool
+    results: list[CaseResult]
+
+
+TEST_BODY = {"requestBody": {"required": True, "content": {
+    "application/json": {"schema": {"type": "array", "items": {"type": "object"}}},
+    "application/x-ndjson": {"schema": {"type": "string"}},
+}}}
+
+
+@router.post("/test", response_model=TestReport, openapi_extra=TEST_BODY,
+             summary="Replay decision cases against the current configuration (not recorded)")
+async def run_tests(request: Request, state: State) -> dict:
+    cases = parse_items(await request.body(), request.headers.get("content-type", ""),
+                        key="cases", item=_case)
+    results = []
+    for line, case in cases:
+        expected = case.expect.model_dump(exclude_unset=True)
+        actual = problem = None
+        try:
+            body = AuthorizeIn.model_validate(case.request)
+            answer, _ = await decide(body, sessions=state.sessions, cache=state.plan_cache,
+                                     registry=state.registry)
+            deny = answer["deny"] or {}
+            actual = {"allowed": answer["allowed"], "code": deny.get("code"),
+                      "error": deny.get("error"), "message": deny.get("message")}
+            ok = actual["allowed"] == case.expect.allowed and (
+                "code" not in expected or actual["code"] == case.expect.code)
+        except ValidationError as exc:
+            fields = validation_details(exc.errors())
+            problem = "invalid request: " + "; ".join(f"{f['field']}: {f['message']}"
+                                                      for f in fields)
+            ok = False
+        except MissingCapability as exc:
+            problem = f"invalid request: {', '.join(exc.fields)} required for an unregistered tool"
+            ok = False
+        except ToolgateError as exc:
+            problem = f"{exc.code}: {exc.message}"
+            ok = False
+        results.append({"line": line, "name": case.name, "ok": ok, "expected": expected,
+                        "actual": actual, "problem": problem})
+    passed = sum(r["ok"] for r in results)
+    return {"total": len(results), "passed": passed, "failed": len(results) - passed,
+            "ok": passed == len(results), "results": results}

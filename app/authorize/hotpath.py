@@ -1,0 +1,349 @@
+"""The hot route, POST /v1/authorize-tool, answered as plain ASGI.
+
+Every agent calls this before every tool call, so it skips what FastAPI adds per request
+(dependency solving, thread-pool hops for sync dependencies, request/response wrappers)
+and runs exactly the same steps as the FastAPI route in app/api/routes_decide.py, which
+stays registered for the OpenAPI document and serves when TOOLGATE_FAST_PATH=false:
+
+  body limit -> key (401/429) -> role (403) -> strict JSON (422 invalid_json) ->
+  AuthorizeIn's validation, by msgspec where it accepts (app/api/wire.py: one pass over the
+  raw body, else orjson then msgspec), else by pydantic (422 naming fields) ->
+  project scope (404) -> decide -> record (503 when it cannot be recorded) -> answer.
+
+Errors are rendered by the same handlers as everywhere else, so the envelope is identical;
+tests/api run the decision cases and bad inputs through both paths.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+from sqlalchemy.exc import DBAPIError, OperationalError
+from starlette.requests import Request
+
+from app.auth.keys import hash_secret
+from app.auth.roles import rule_for
+from app.auth.scope import check_authorize, check_scope
+from app.authorize.service import Caller, decide, decide_with
+from app.authorize.wire import decode_authorize, decode_authorize_json
+from app.decisions.audit import not_recorded
+from app.decisions.log import RecordingFailed
+from app.kit import handlers
+from app.kit.errors import Forbidden, ToolgateError, Unauthorized
+from app.kit.middleware import body_from, refuse_declared, too_large
+from app.policy.checks import MissingCapability
+
+log = logging.getLogger("toolgate")
+
+PATH = "/v1/authorize-tool"
+_PERMISSION, _RULE = rule_for("POST", PATH)
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+# Set in the ASGI scope when the protocol's hot route already spent this request's
+# rate-limit token before handing the request to __call__ (which must not spend another).
+TOKEN_TAKEN = "toolgate.rate_limit_token_taken"
+
+
+class FastAuthorize:
+    """Answers POST /v1/authorize-tool; ToolgateApp (app/main.py) calls it ahead of the
+    middleware stack for the requests it `handles`."""
+
+    def __init__(self, *, limit: int) -> None:
+        self.limit = limit
+        # The app's AppState, handed over by the lifespan that builds it (`attach`): reading
+        # it through Starlette's State (a Python __getattr__) cost 0.5 µs a request.
+        self.state: Any = None
+        self.outbox = _Outbox()
+
+    def attach(self, state: Any) -> None:
+        """Serve with `state`; the decision log's acknowledgements flush the outbox."""
+        self.state = state
+        if state.decision_log is not None:
+            state.decision_log.after_ack = self.outbox
+
+    @staticmethod
+    def handles(scope: dict) -> bool:
+        return scope["type"] == "http" and scope["path"] == PATH and scope["method"] == "POST"
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        # One coroutine for the whole request (each await of a nested one costs). Every step
+        # that can answer from memory is a plain call: a request with a known key on a
+        # cached plan awaits only its body and its record's commit.
+        state = self.state
+        try:
+            headers = dict(scope["headers"])
+            refuse_declared(headers.get(b"content-length"), self.limit)
+            message = await receive()
+            if message["type"] == "http.request" and not message.get("more_body", False):
+                raw = message.get("body", b"")  # the whole body in one message: the rule
+                if len(raw) > self.limit:
+                    raise too_large(self.limit)
+            else:
+                raw = await body_from(message, receive, self.limit)
+                if raw is None:
+                    return  # the client went away
+            key_hash = _key_hash(headers.get(b"authorization", b""))
+            principal = state.authenticator.remembered(key_hash)
+            if principal is None:
+                principal = await state.authenticator.look_up(key_hash)
+            if state.rate_limiter is not None and not scope.get(TOKEN_TAKEN):
+                state.rate_limiter.take(principal.key_id)
+            if principal.role not in _RULE.roles:
+                raise Forbidden(f"a key with role '{principal.role}' may not POST {PATH} "
+                                f"(permission '{_PERMISSION}')", permission=_PERMISSION,
+                                role=principal.role.value)
+            request = decode_authorize_json(raw)
+            if request is None:  # refused or unusual: orjson and AuthorizeIn say what it is
+                request = decode_authorize(_loads(raw))
+            caller = _caller_of(headers, principal.key_id)
+            decided = _from_memory(state, request, principal, caller)
+            if decided is None:
+                # The plan or the registry must be read first: the same steps, awaited.
+                await check_authorize(request, principal, state=state)
+                decided = await decide(request, sessions=state.sessions,
+                                       cache=state.plan_cache, registry=state.registry,
+                                       masked=state.settings.masked, caller=caller)
+            answer, record = decided
+            # Encoded before the commit is awaited: when a commit is acknowledged, its
+            # requests then go out back to back.
+            body = orjson.dumps(answer)
+            ack, outbox = None, None
+            if state.decision_log is not None:
+                try:
+                    ack = await state.decision_log.write([record])
+                except RecordingFailed as failed:
+                    raise not_recorded(failed) from None
+                # Held for a flush only if this outbox is the hook that will run.
+                if ack is not None and state.decision_log.after_ack is self.outbox:
+                    outbox = self.outbox
+        except Exception as exc:  # rendered exactly as the FastAPI handlers render it
+            response = await _render(scope, exc)
+            await response(scope, receive, send)
+            return
+        await _answer(send, body, outbox, ack)
+
+    def ready(self, marks: dict[str, Any], headers: dict[bytes, bytes], raw: bytes
+              ) -> tuple[bytes, dict[str, Any] | None] | None:
+        """The answer's JSON body and its log record (None with the log off), decided from
+        memory without awaiting anything, by the same steps in the same order as __call__;
+        or None when the request needs __call__ (an unknown key or plan, a stale registry,
+        anything refused or unusual), which then runs every step and renders whatever error
+        there is. The HTTP protocol's hot route (app/api/protocol.py) calls it; nothing it
+        does before that hand-over has an effect but the rate limiter's token, which it
+        marks in `marks` as spent (the protocol puts them in the ASGI scope it then builds)."""
+        state = self.state
+        if state is None or len(raw) > self.limit:
+            return None
+        try:
+            principal = state.authenticator.remembered(
+                _key_hash(headers.get(b"authorization", b"")))
+            if principal is None:
+                return None
+            if state.rate_limiter is not None:
+                state.rate_limiter.take(principal.key_id)
+                marks[TOKEN_TAKEN] = True
+            if principal.role not in _RULE.roles:
+                return None
+            request = decode_authorize_json(raw)
+            if request is None:
+                return None
+            decided = _from_memory(state, request, principal,
+                                   _caller_of(headers, principal.key_id))
+        except Exception:  # __call__ meets it again and renders it
+            return None
+        if decided is None:
+            return None
+        answer, record = decided
+        return orjson.dumps(answer), (record if state.decision_log is not None else None)
+
+
+def _from_memory(state: Any, request: Any, principal: Any, caller: Caller
+                 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The decision and its record when the plan's lock and the registry are in memory (the
+    scope check included, which raises as check_authorize does); None when they must be
+    read first."""
+    lock = None if request.plan_id is None else state.plan_cache.get(request.plan_id)
+    if (lock is None and request.plan_id is not None) or not state.registry.fresh(state.sessions):
+        return None
+    check_scope(request, principal, lock, allow_inline=state.settings.allow_inline_profiles)
+    return decide_with(request, lock, registry=state.registry, masked=state.settings.masked,
+                       caller=caller)
+
+
+async def _answer(send: Any, body: bytes, outbox: _Outbox | None, ack: int | None) -> None:
+    """200 with the JSON `body`, written to the connection in one piece under uvicorn.
+
+    uvicorn writes the status line and headers, then the body, as two socket writes. On a
+    loopback or LAN client that reads each one as it lands, that is two wakeups of the
+    client and two TCP segments per answer. So while uvicorn handles our two messages, its
+    request cycle writes into a holder that passes the bytes on in one write afterwards
+    (and before a close). Only when `send` is the method of a cycle of uvicorn's httptools
+    protocol (`uvicorn[standard]`, what `toolgate serve` runs): its response-complete step
+    writes nothing itself. uvicorn's h11 protocol does (it parses a pipelined next request
+    there and may answer it 400 and close), which would put that answer before ours, so
+    under h11, as under any other server, the messages go out as from any ASGI app.
+
+    Given the `outbox` and the number of the commit acknowledgement that released this
+    request, the write waits in the outbox until every request of that acknowledgement
+    has been answered, and they all go out together (see _Outbox)."""
+    start = {"type": "http.response.start", "status": 200,
+             "headers": [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]}
+    message = {"type": "http.response.body", "body": body}
+    cycle = getattr(send, "__self__", None)
+    transport = getattr(cycle, "transport", None)
+    if transport is None or type(cycle).__module__ != _HTTPTOOLS:
+        await send(start)
+        await send(message)
+        return
+    held = _OneWrite(transport)
+    cycle.transport = held
+    try:
+        await send(start)
+        await send(message)
+    finally:
+        cycle.transport = transport
+        data = held.release()
+        if data and not (outbox is not None and outbox.hold(transport, data, ack)):
+            transport.write(data)
+
+
+_HTTPTOOLS = "uvicorn.protocols.http.httptools_impl"
+
+
+class _OneWrite:
+    """Stands in for a transport: keeps what is written until `release` (or `close`, which
+    writes it first). Anything else is the transport's own."""
+
+    __slots__ = ("_transport", "_parts")
+
+    def __init__(self, transport: Any) -> None:
+        self._transport = transport
+        self._parts: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self._parts.append(data)
+
+    def release(self) -> bytes:
+        data = b"".join(self._parts)
+        self._parts.clear()
+        return data
+
+    def close(self) -> None:  # uvicorn closes after the body when the client asked to
+        data = self.release()
+        if data:
+            self._transport.write(data)
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+class _Outbox:
+    """The answers of the requests one acknowledgement (one frame) released, written together.
+
+    When the acknowledgement arrives, DecisionLog resolves its requests' futures, which
+    queues their continuations on the event loop one after the other, and then queues
+    `flush` (its `after_ack` hook). Each continuation puts its answer here; `flush` then
+    writes them all in a row, so a client that reads as data arrives wakes once for the
+    burst rather than once per answer (+8 % with the log, docs/performance.md).
+
+    Nothing else can run between those continuations and `flush`: an answer waits here only
+    while the requests of its own acknowledgement run. That matters because uvicorn
+    considers a response complete once our messages are sent, and its graceful shutdown
+    closes such connections at once; a flush queued later than the acknowledgement (at
+    the first answer, say) could find the connection closed and the answer lost. A
+    continuation that runs after its flush (it waited for the connection to drain) writes
+    its answer itself, as does every answer without an acknowledgement number."""
+
+    __slots__ = ("_held", "_flushed")
+
+    def __init__(self) -> None:
+        self._held: list[tuple[Any, bytes, Callable[[], object] | None]] = []
+        self._flushed = 0  # the last acknowledgement whose answers were written
+
+    def hold(self, transport: Any, data: bytes, ack: int | None,
+             then: Callable[[], object] | None = None) -> bool:
+        """Keep `data` for the flush of acknowledgement `ack`, and call `then` once it is
+        written (the HTTP protocol completes its response there); False if that flush has
+        run, and nothing is kept."""
+        if ack is None or ack <= self._flushed:
+            return False
+        self._held.append((transport, data, then))
+        return True
+
+    def flush(self, ack: int) -> None:
+        self._flushed = max(self._flushed, ack)
+        held, self._held = self._held, []
+        for transport, data, then in held:
+            if transport.is_closing():
+                continue  # the client went away while its answer was being decided
+            try:
+                transport.write(data)
+                if then is not None:
+                    then()
+            except Exception:  # one broken connection must not keep the others' answers
+                log.exception("writing an answer failed")
+
+    __call__ = flush  # the decision log's after_ack hook
+
+
+class _InvalidJSON(Exception):
+    """The body is not JSON at all: 422 invalid_json (before any field is looked at)."""
+
+
+def _loads(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError as exc:
+        raise _InvalidJSON(f"body is not valid JSON: {exc.msg}") from None
+
+
+def _caller_of(headers: dict[bytes, bytes], key_id: str | None) -> Caller:
+    request_id = headers.get(b"x-request-id")
+    return Caller(request_id=request_id.decode("latin-1")[:200],
+                  key_id=key_id) if request_id else _caller(key_id)
+
+
+@lru_cache(maxsize=1024)
+def _caller(key_id: str | None) -> Caller:
+    """The Caller of a request without X-Request-ID: one per key, built once."""
+    return Caller(key_id=key_id)
+
+
+# Authorization header -> its key's hash, for the headers seen lately: SHA-256 costs more
+# than the rest of authentication. Bounded; forgotten all at once when full (a key's
+# validity is the key cache's business: this only remembers a pure function's results).
+_HASHES: dict[bytes, str] = {}
+_HASHES_MAX = 1024
+
+
+def _key_hash(header: bytes) -> str:
+    known = _HASHES.get(header)
+    if known is not None:
+        return known
+    scheme, _, secret = header.decode("latin-1").partition(" ")
+    if scheme.lower() != "bearer" or not secret.strip():
+        raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
+    if len(_HASHES) >= _HASHES_MAX:
+        _HASHES.clear()
+    key_hash = _HASHES[header] = hash_secret(secret.strip())
+    return key_hash
+
+
+async def _render(scope: dict, exc: Exception) -> Any:
+    request = Request(scope)
+    if isinstance(exc, _InvalidJSON):
+        return handlers.envelope(422, "invalid_json", str(exc))
+    if isinstance(exc, ValidationError):
+        return await handlers.render_validation(list(exc.errors()))
+    if isinstance(exc, ToolgateError):
+        return await handlers._toolgate(request, exc)
+    if isinstance(exc, MissingCapability):
+        return await handlers._missing_capability(request, exc)
+    if isinstance(exc, OperationalError | DBAPIError | OSError):
+        return await handlers._storage(request, exc)
+    return await handlers._unexpected(request, exc)

@@ -1,0 +1,1 @@
+"""The `toolgate` command, one module per verb group."""

@@ -1,0 +1,139 @@
+"""`toolgate audit export|verify|prune`."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from typing import Annotated
+
+import typer
+
+from app.cli.http import DEFAULT_URL, fail
+
+audit = typer.Typer(help="Export, verify and prune the decision log.", no_args_is_help=True)
+
+Url = Annotated[str, typer.Option(envvar="TOOLGATE_URL", help="Service URL")]
+Token = Annotated[str | None, typer.Option(envvar="TOOLGATE_TOKEN", help="API key")]
+
+
+def _moment(value: str | None, name: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise fail(f"--{name}: not an RFC 3339 date or time: {value!r}") from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+@audit.command("export")
+def export(
+    since: Annotated[str | None, typer.Option(help="RFC 3339 start (inclusive)")] = None,
+    until: Annotated[str | None, typer.Option(help="RFC 3339 end (exclusive)")] = None,
+    format: Annotated[str, typer.Option(help="jsonl or csv")] = "jsonl",
+    output: Annotated[str | None, typer.Option("--output", "-o", help="File (default stdout)")]
+    = None,
+    url: Url = DEFAULT_URL,
+    token: Token = None,
+) -> None:
+    """Stream the decision log from a running service to a file, in constant memory."""
+    import httpx
+
+    params = {k: v for k, v in {"since": since, "until": until, "format": format}.items() if v}
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    sink = open(output, "wb") if output else sys.stdout.buffer  # noqa: SIM115
+    try:
+        with httpx.stream("GET", url.rstrip("/") + "/v1/audit/export", params=params,
+                          headers=headers, timeout=None) as response:
+            if not response.is_success:
+                response.read()
+                raise fail(f"export failed: HTTP {response.status_code} {response.text[:300]}")
+            for chunk in response.iter_bytes():
+                sink.write(chunk)
+    except httpx.HTTPError as exc:
+        raise fail(f"cannot reach {url}: {exc}") from None
+    finally:
+        if output:
+            sink.close()
+
+
+@audit.command("verify")
+def verify(
+    file: Annotated[str | None, typer.Option("--file", help="A JSONL export to check offline")]
+    = None,
+    head: Annotated[str | None, typer.Option(help="Expected hash of the newest record (kept "
+                                             "elsewhere), to detect truncation")] = None,
+    since: Annotated[str | None, typer.Option(help="RFC 3339 start (online only)")] = None,
+    until: Annotated[str | None, typer.Option(help="RFC 3339 end (online only)")] = None,
+    url: Url = DEFAULT_URL,
+    token: Token = None,
+) -> None:
+    """Check the hash chain: offline on an export file (--file), else on the service.
+    Exit 0 when intact, 1 when a record was altered, removed or reordered."""
+    import orjson
+
+    from app.cli.http import call
+    from app.decisions.chain import Verifier
+
+    if file is None:
+        params = {k: v for k, v in {"since": since, "until": until}.items() if v}
+        result = call("GET", url, "/v1/audit/verify", token=token, params=params)
+    else:
+        verifier = Verifier()
+        try:
+            with open(file, "rb") as handle:
+                for number, line in enumerate(handle, start=1):
+                    if not line.strip():
+                        continue
+                    try:
+                        record = orjson.loads(line)
+                    except orjson.JSONDecodeError:
+                        verifier.first_bad = {"seq": None, "decision_id": None,
+                                              "reason": f"line {number} is not JSON"}
+                        break
+                    if not verifier.feed(record):
+                        verifier.first_bad["line"] = number
+                        break
+        except OSError as exc:
+            raise fail(f"cannot read {file}: {exc.strerror}") from None
+        result = verifier.result().as_dict()
+        if result["ok"] and head is not None and result["head"] != head:
+            result["ok"] = False
+            result["first_bad"] = {"seq": None, "decision_id": None,
+                                   "reason": "the last record's hash is not the expected head "
+                                             "(records missing at the end)"}
+    typer.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+    if not result["ok"]:
+        raise typer.Exit(1)
+
+
+@audit.command("prune")
+def prune(
+    before: Annotated[str, typer.Option(help="Remove records created before this RFC 3339 "
+                                        "date or time")],
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation")] = False,
+) -> None:
+    """Remove old records from the database (TOOLGATE_DATABASE_URL), keeping the rest of
+    the chain verifiable: the last removed record's hash becomes the chain's anchor."""
+    import asyncio
+
+    from app.cli.settings import settings_or_exit
+    from app.decisions.prune import prune as prune_log
+    from app.store.engine import make_engine, make_sessionmaker
+
+    cut = _moment(before, "before")
+    settings = settings_or_exit()  # before the question: a bad setting stops it at once
+    if not yes:
+        typer.confirm(f"Remove every decision record created before {cut.isoformat()}?",
+                      abort=True)
+
+    async def run() -> dict:
+        engine = make_engine(settings)
+        try:
+            return await prune_log(make_sessionmaker(engine), cut)
+        finally:
+            await engine.dispose()
+
+    result = asyncio.run(run())
+    typer.echo(f"removed {result['deleted']} records; chain anchored at seq "
+               f"{result['anchor_seq']} ({result['anchor_hash']})")

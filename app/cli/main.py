@@ -1,0 +1,188 @@
+"""The `toolgate` command."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated
+
+import typer
+
+from app.cli.apply import apply, export
+from app.cli.audit import audit
+from app.cli.keys import keys
+from app.cli.settings import settings_or_exit
+from app.config import Settings
+
+cli = typer.Typer(help="toolgate: policy decisions for AI agents.", no_args_is_help=True,
+                  add_completion=False)
+
+
+@cli.command()
+def migrate() -> None:
+    """Bring the database schema to head (TOOLGATE_DATABASE_URL, default ./toolgate.db)."""
+    from app.store import migrate as migrations
+
+    settings = settings_or_exit()
+    migrations.upgrade(settings.database_url)
+    typer.echo(f"schema at {migrations.head(settings.database_url)}")
+
+
+@cli.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Bind address [TOOLGATE_HOST]")] = None,
+    port: Annotated[int | None, typer.Option(help="Port [TOOLGATE_PORT]")] = None,
+    workers: Annotated[int | None, typer.Option(help="Worker processes [TOOLGATE_WORKERS]")] = None,
+) -> None:
+    """Serve the API. On the SQLite default the schema is migrated first; on PostgreSQL the
+    schema must already be at head (run `toolgate migrate`)."""
+    import uvicorn
+
+    from app.store import migrate as migrations
+
+    settings = settings_or_exit()
+    if settings.is_sqlite:
+        migrations.upgrade(settings.database_url)
+        _bootstrap_admin_key(settings)
+    else:
+        try:
+            current = migrations.current(settings.database_url)
+        except Exception as exc:  # unreachable database: say so plainly, do not start
+            typer.echo(f"toolgate: cannot reach the database: {exc}", err=True)
+            raise typer.Exit(2) from None
+        expected = migrations.head(settings.database_url)
+        if current != expected:
+            typer.echo(
+                f"toolgate: database schema is at {current or 'nothing'}, expected {expected}; "
+                "run `toolgate migrate` first", err=True,
+            )
+            raise typer.Exit(2)
+    workers = workers or settings.workers
+    with _shared_writer(settings, workers):
+        uvicorn.run(
+            "app.main:create_app",
+            factory=True,
+            host=host or settings.host,
+            port=port or settings.port,
+            workers=workers,
+            log_level=settings.log_level,
+            access_log=settings.access_log,
+            proxy_headers=False,
+            # uvicorn's httptools protocol, answering the hot route without an ASGI task
+            # (app/api/protocol.py); every other request is served exactly as by uvicorn.
+            http="toolgate_uvicorn.protocol:ToolgateHttpToolsProtocol",
+        )
+
+
+@contextmanager
+def _shared_writer(settings: Settings, workers: int) -> Iterator[None]:
+    """With several workers, one decision log writer process for all of them: their
+    records share commits instead of queueing for the chain head (on SQLite, for the
+    database's write lock, whose busy-wait sleeps up to 100 ms). It stops after uvicorn
+    returns, i.e. once every worker has drained its decisions into it."""
+    if workers <= 1 or not settings.decision_log_enabled:
+        yield
+        return
+    from app.decisions.log import WRITER_SOCKET_ENV, start_shared_writer
+
+    folder = tempfile.mkdtemp(prefix="toolgate-")  # mode 0700: only this user connects
+    socket_path = os.path.join(folder, "decision-log.sock")
+    writer = start_shared_writer(
+        settings.database_url, max_batch=settings.decision_log_max_batch,
+        timeout=settings.decision_log_timeout_seconds,
+        sqlite_synchronous=settings.sqlite_synchronous, socket_path=socket_path)
+    os.environ[WRITER_SOCKET_ENV] = socket_path  # the workers inherit it
+    try:
+        yield
+    finally:
+        os.environ.pop(WRITER_SOCKET_ENV, None)
+        assert writer.stdin is not None
+        writer.stdin.close()
+        try:
+            writer.wait(timeout=settings.decision_log_timeout_seconds + 30)
+        except subprocess.TimeoutExpired:
+            writer.kill()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _bootstrap_admin_key(settings: Settings) -> None:
+    from app.auth.bootstrap import bootstrap_admin_key
+
+    made = bootstrap_admin_key(settings)
+    if made is not None:
+        typer.echo(f"toolgate: created the first admin key ({made.key_id}); it is printed only "
+                   f"this once:\n\n    {made.secret}\n\nand saved to {made.path} (mode 0600). "
+                   "Send it as 'Authorization: Bearer <key>' (docs/auth.md).\n")
+
+
+@cli.command("safety-test")
+def safety_test(
+    file: Annotated[str, typer.Argument(
+        metavar="FILE",
+        help='Utterances that must be rejected: JSONL (a string or {"text": ...} per line) '
+             "or a JSON list")],
+    skill: Annotated[str, typer.Option(help="The skill whose phrases must reject them")],
+    url: Annotated[str, typer.Option(envvar="TOOLGATE_URL", help="Service URL")]
+        = "http://127.0.0.1:8000",
+    token: Annotated[str | None, typer.Option(envvar="TOOLGATE_TOKEN", help="API key")] = None,
+) -> None:
+    """Check a skill's safety test (seed 003: data/safety_test.jsonl). Prints each utterance
+    that was not rejected; exit 1 on any miss, 2 when the service cannot answer."""
+    from urllib.parse import quote
+
+    from app.cli.http import post_items
+
+    report = post_items(url, f"/v1/skills/{quote(skill, safe='')}/safety-test", file,
+                        token=token, key="utterances")
+    for miss in report["missed"]:
+        typer.echo(f"MISSED line {miss['line']}: {miss['text']}")
+    typer.echo(f"skill '{report['skill']}': {report['rejected']}/{report['total']} rejected, "
+               f"{len(report['missed'])} missed")
+    if not report["ok"]:
+        raise typer.Exit(1)
+
+
+@cli.command("test")
+def test_cases(
+    file: Annotated[str, typer.Argument(metavar="CASES", help="Decision cases: JSONL (one "
+                                        "{\"request\", \"expect\"} per line) or a JSON list")],
+    url: Annotated[str, typer.Option(envvar="TOOLGATE_URL", help="Service URL")]
+        = "http://127.0.0.1:8000",
+    token: Annotated[str | None, typer.Option(envvar="TOOLGATE_TOKEN", help="API key")] = None,
+) -> None:
+    """Replay decision cases against the service's current configuration, like `opa test`
+    (nothing is recorded). Exit 1 when a case fails, 2 when the service cannot answer."""
+    from app.cli.http import post_items
+
+    report = post_items(url, "/v1/test", file, token=token, key="cases")
+    for result in report["results"]:
+        label = result["name"] or f"line {result['line']}"
+        if result["ok"]:
+            typer.echo(f"PASS {label}")
+            continue
+        actual = result["actual"] or {}
+        why = result["problem"] or (f"expected {result['expected']}, got allowed="
+                                    f"{actual.get('allowed')} code={actual.get('code')}")
+        typer.echo(f"FAIL {label}: {why}")
+    typer.echo(f"{report['passed']} passed, {report['failed']} failed")
+    if not report["ok"]:
+        raise typer.Exit(1)
+
+
+cli.add_typer(audit, name="audit")
+cli.add_typer(keys, name="keys")
+cli.command("apply")(apply)
+cli.command("export")(export)
+
+
+def main() -> None:
+    cli(prog_name="toolgate")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

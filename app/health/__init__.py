@@ -1,0 +1,1 @@
+"""GET /healthz and /readyz."""

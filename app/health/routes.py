@@ -1,0 +1,32 @@
+"""Liveness and readiness; the only routes that will never need a key."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+from sqlalchemy import text
+
+from app.kit.deps import State
+from app.kit.handlers import envelope
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+async def healthz() -> dict:
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(state: State) -> Response:
+    try:
+        async with state.engine.connect() as conn:
+            current = await conn.scalar(text("SELECT version_num FROM alembic_version"))
+    except Exception as exc:  # any failure to reach the database means not ready
+        return envelope(503, "not_ready", f"database unreachable: {type(exc).__name__}")
+    if current != state.schema_head and (current is None or current in state.known_revisions):
+        # Behind this code's head: the tables it needs may be missing. A schema *ahead* of
+        # the code (a revision this code does not know) is an upgrade in progress: serve.
+        return envelope(503, "not_ready",
+                        f"schema at {current}, expected {state.schema_head}: run toolgate migrate",
+                        {"current": current, "head": state.schema_head})
+    return Response(b'{"status":"ready"}', media_type="application/json")

@@ -1,0 +1,117 @@
+"""The one error envelope: {"error": {"code", "message", "details"}} for every non-decision."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.kit.errors import ToolgateError
+from app.policy.checks import MissingCapability
+
+log = logging.getLogger("toolgate")
+
+
+def envelope(status: int, code: str, message: str, details: dict[str, Any] | None = None,
+             headers: dict[str, str] | None = None) -> Response:
+    body = {"error": {"code": code, "message": message, "details": details or {}}}
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json",
+                    headers=headers)
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    parts = list(loc)
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        parts = parts[1:]
+    # Pydantic adds the model-validator or union member name to the location; drop it.
+    parts = [p for p in parts if not (isinstance(p, str) and p.startswith("function-"))]
+    return ".".join(str(p) for p in parts)
+
+
+def validation_details(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for error in errors:
+        item = {"field": _field(tuple(error.get("loc", ()))), "message": error.get("msg", ""),
+                "type": error.get("type", "")}
+        out.append(item)
+    return out
+
+
+async def _validation(request: Request, exc: RequestValidationError) -> Response:
+    return await render_validation(list(exc.errors()))
+
+
+async def render_validation(errors: list[dict[str, Any]]) -> Response:
+    """422 naming every bad field (or `invalid_json`), for FastAPI's errors and pydantic's."""
+    if any(e.get("type") == "json_invalid" for e in errors):
+        detail = next(e for e in errors if e.get("type") == "json_invalid")
+        reason = (detail.get("ctx") or {}).get("error", "")
+        return envelope(422, "invalid_json", f"body is not valid JSON: {reason}".rstrip(": "))
+    fields = validation_details(errors)
+    summary = "; ".join(f"{f['field'] or 'body'}: {f['message']}" for f in fields[:10])
+    return envelope(422, "invalid_input", f"invalid input: {summary}",
+                    {"fields": fields})
+
+
+async def _toolgate(request: Request, exc: ToolgateError) -> Response:
+    return envelope(exc.status, exc.code, exc.message, exc.details, headers=exc.headers)
+
+
+async def _missing_capability(request: Request, exc: MissingCapability) -> Response:
+    fields = [{"field": f, "message": "required for a tool that is not in the registry",
+               "type": "missing"} for f in exc.fields]
+    return envelope(422, "invalid_input",
+                    f"invalid input: {', '.join(exc.fields)} required for an unregistered tool",
+                    {"fields": fields})
+
+
+async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+    codes = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large",
+             400: "bad_request"}
+    return envelope(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail),
+                    headers=getattr(exc, "headers", None))
+
+
+async def _unstorable(request: Request, exc: Exception) -> Response:
+    # The database refused a value the schemas let through (the client's data, not an
+    # outage): a 4xx, and the transaction was rolled back, so nothing changed.
+    log.info("database refused a value: %s", exc)
+    return envelope(422, "invalid_input", "a value in the request cannot be stored")
+
+
+async def _integrity(request: Request, exc: Exception) -> Response:
+    # Writers of one resource are serialised (app/store/engine.py lock_key), so this is a
+    # conflict the caller can retry, not an outage.
+    log.info("integrity conflict: %s", exc)
+    return envelope(409, "conflict", "a concurrent change conflicted with this one; retry")
+
+
+async def _storage(request: Request, exc: Exception) -> Response:
+    log.warning("storage unavailable: %s", exc)
+    return envelope(503, "storage_unavailable", "the database is unavailable; try again",
+                    headers={"Retry-After": "1"})
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    # Still the envelope, and never an allow: decisions are only sent from the route itself.
+    log.exception("unexpected error on %s %s", request.method, request.url.path)
+    return envelope(500, "internal", "internal error; the request was not completed")
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _validation)  # type: ignore[arg-type]
+    app.add_exception_handler(ToolgateError, _toolgate)  # type: ignore[arg-type]
+    app.add_exception_handler(MissingCapability, _missing_capability)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, _http)  # type: ignore[arg-type]
+    app.add_exception_handler(DataError, _unstorable)
+    app.add_exception_handler(IntegrityError, _integrity)
+    app.add_exception_handler(OperationalError, _storage)
+    app.add_exception_handler(DBAPIError, _storage)
+    app.add_exception_handler(OSError, _storage)
+    app.add_exception_handler(Exception, _unexpected)

@@ -1,0 +1,1 @@
+"""Plans: creation (resolve + lock), lifecycle, the plan-lock cache."""

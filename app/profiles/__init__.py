@@ -1,0 +1,1 @@
+"""Safety profiles, the global configuration, projects and actions."""

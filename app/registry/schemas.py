@@ -1,0 +1,137 @@
+"""Wire contract of the registry and screening (SPEC §5, seed 003).
+
+Strict like app/api/schemas.py: JSON booleans only, unknown fields rejected (422 naming them).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, Field, StringConstraints, model_validator
+
+from app.kit.schemas import Name, Stored, Strict
+from app.policy.screening import normalize_phrase, normalize_phrases
+
+SafetyCategory = Literal["safe", "destructive"]
+Category = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+ArgName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Phrase = Annotated[str, AfterValidator(normalize_phrase)]
+MAX_TEXT_CHARS = 100_000
+
+
+# --- tools ------------------------------------------------------------------------------
+
+class ToolCapabilityIn(Strict):
+    """What the tool does. writes, checkpointable and unsafe must be stated: the registry is
+    the source of truth and a guessed default would be a silent classification."""
+
+    writes: bool
+    read_only: bool = False
+    checkpointable: bool
+    unsafe: bool
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ToolCapabilityIn:
+        if self.writes and self.read_only:
+            raise ValueError("a tool cannot both write (writes=true) and be read_only")
+        return self
+
+
+class ToolDefIn(Stored):
+    capability: ToolCapabilityIn
+    # Required: the seed's guarantee "is only as good as the category you wrote".
+    safety_category: SafetyCategory
+    skill_category: Category | None = None
+    # Arguments holding sandbox-sensitive paths (SPEC §5 "Sandbox paths").
+    path_args: Annotated[list[ArgName], Field(max_length=100)] = Field(default_factory=list)
+
+
+class ToolCapabilityOut(BaseModel):
+    writes: bool
+    read_only: bool
+    checkpointable: bool
+    unsafe: bool
+
+
+class ToolOut(BaseModel):
+    name: str
+    capability: ToolCapabilityOut
+    safety_category: SafetyCategory
+    skill_category: str | None
+    path_args: list[str]
+    created_at: datetime
+    updated_at: datetime
+
+
+class ToolList(BaseModel):
+    items: list[ToolOut]
+
+
+# --- skills -----------------------------------------------------------------------------
+
+class SkillIn(Stored):
+    category: Category | None = None
+    # Each phrase: stripped, non-empty, at most 200 characters; stored lowercased, in order,
+    # without duplicates.
+    unsafe_phrases: Annotated[list[Phrase], Field(max_length=1000)]
+
+    @model_validator(mode="after")
+    def _dedupe(self) -> SkillIn:
+        self.unsafe_phrases = normalize_phrases(self.unsafe_phrases)
+        return self
+
+
+class SkillOut(BaseModel):
+    name: str
+    category: str | None
+    unsafe_phrases: list[str]
+    warnings: list[str]
+    created_at: datetime
+    updated_at: datetime
+
+
+class SkillList(BaseModel):
+    items: list[SkillOut]
+
+
+# --- screening --------------------------------------------------------------------------
+
+class ScreenIn(Strict):
+    skill: Name | None = None
+    text: Annotated[str, StringConstraints(max_length=MAX_TEXT_CHARS)]
+
+
+class ScreenOut(BaseModel):
+    decision_id: str
+    rejected: bool
+    matched_phrase: str | None
+    skill: str | None
+    error: Literal["UnsafeRequestRejectedError"] | None
+    code: Literal["unsafe_phrase"] | None
+    message: str
+
+
+class MissedOut(BaseModel):
+    line: int
+    text: str
+
+
+class SafetyTestOut(BaseModel):
+    skill: str
+    total: int
+    rejected: int
+    missed: list[MissedOut]
+    ok: bool
+
+
+# --- project registry settings ----------------------------------------------------------
+
+class RegistrySettingsIn(Strict):
+    deny_unregistered_tools: bool
+
+
+class RegistrySettingsOut(BaseModel):
+    project: str
+    deny_unregistered_tools: bool
+    updated_at: datetime | None

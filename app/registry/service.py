@@ -1,0 +1,144 @@
+"""The tool registry as the authorize hot path sees it: answered from memory.
+
+`RegistryCache.get(name)` never touches the database. Freshness is kept by
+`ensure_fresh(sessions)`, which the caller awaits before a decision:
+
+- within `ttl` seconds of the last check it returns at once (no I/O, no lock); past half
+  the ttl it also starts that check in the background, so under steady traffic the check
+  is renewed before it expires and no decision waits for the database;
+- otherwise it reads the one-row `registry_state.version` (bumped in the same transaction
+  as every change to tools or project registry settings, on whichever replica made it) and
+  reloads every tool and setting only when that number changed.
+
+Staleness bound: a change committed by another process or replica sharing the database is
+used by this process's decisions at most `ttl` seconds (setting `registry_ttl_seconds`,
+default 1.0) plus one version read after its commit. A change made through this process
+invalidates the cache when its transaction commits (`invalidate_on_commit`), so the next
+decision here sees it. With `ttl=0` every decision reads the version (one indexed
+single-row query) and no replica is ever stale.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.policy.model import RegisteredTool
+from app.registry import repository as registry_repo
+from app.registry.tables import RegistryTool
+
+log = logging.getLogger("toolgate.registry")
+
+
+def registered_tool(row: RegistryTool) -> RegisteredTool:
+    return RegisteredTool(
+        name=row.name,
+        writes=row.writes,
+        checkpointable=row.checkpointable,
+        unsafe=row.unsafe,
+        read_only=row.read_only,
+        destructive=row.safety_category == "destructive",
+        skill_category=row.skill_category,
+        path_args=tuple(row.path_args or ()),
+    )
+
+
+class RegistryCache:
+    """Registered tools and per-project `deny_unregistered_tools`, refreshed by version."""
+
+    def __init__(self, *, ttl: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl = ttl
+        self._clock = clock
+        self._tools: dict[str, RegisteredTool] = {}
+        self._deny_projects: frozenset[str] = frozenset()
+        self._version: int | None = None  # None: never loaded
+        self._checked_at: float | None = None  # None: check on the next ensure_fresh
+        # Bumped by invalidate(); a reload that started before an invalidation must not
+        # mark the cache fresh, or it could hide the change for a whole ttl.
+        self._generation = 0
+        self._lock = asyncio.Lock()
+        self._renewal: asyncio.Task | None = None
+
+    @property
+    def version(self) -> int | None:
+        """The registry version the memory reflects (None before the first load)."""
+        return self._version
+
+    def get(self, name: str) -> RegisteredTool | None:
+        """The registry's word on a tool, from memory; call ensure_fresh first."""
+        return self._tools.get(name)
+
+    def _age(self) -> float | None:
+        return None if self._checked_at is None else self._clock() - self._checked_at
+
+    async def ensure_fresh(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+        """Cheap within ttl; otherwise one version read, and a full reload if it changed.
+
+        Concurrent callers share one check: the others wait for it instead of piling
+        identical queries on the database."""
+        if not self.fresh(sessions):
+            await self._check(sessions, older_than=self.ttl)
+
+    def fresh(self, sessions: async_sessionmaker[AsyncSession]) -> bool:
+        """True when memory may answer without waiting (within ttl; past half of it, one
+        renewal starts in the background); False when ensure_fresh must read first.
+        Synchronous, for the hot path."""
+        age = self._age()
+        if age is None or age >= self.ttl:
+            return False
+        if age >= self.ttl / 2 and self._renewal is None:
+            self._renewal = asyncio.get_running_loop().create_task(
+                self._check(sessions, older_than=self.ttl / 2))
+            self._renewal.add_done_callback(self._renewed)
+        return True
+
+    async def _check(self, sessions: async_sessionmaker[AsyncSession], *,
+                     older_than: float) -> None:
+        async with self._lock:
+            age = self._age()
+            if age is not None and age < older_than:
+                return  # checked while this one waited for the lock
+            generation, started = self._generation, self._clock()
+            async with sessions() as session:
+                version = await registry_repo.get_registry_version(session)
+                if version != self._version:
+                    snapshot = await registry_repo.load_registry(session)
+                    self._tools = {row.name: registered_tool(row) for row in snapshot.tools}
+                    self._deny_projects = frozenset(snapshot.deny_unregistered_projects)
+                    self._version = snapshot.version
+            if generation == self._generation:
+                self._checked_at = started  # the bound counts from the read, not its end
+
+    def _renewed(self, task: asyncio.Task) -> None:
+        self._renewal = None
+        if not task.cancelled() and task.exception() is not None:
+            # Decisions go on from memory until the ttl runs out; then they read themselves.
+            log.warning("renewing the registry cache failed: %s", task.exception())
+
+    def deny_unregistered(self, project: str | None) -> bool:
+        """Whether `project` refuses tools missing from the registry, from memory; call
+        ensure_fresh first (as for `get`)."""
+        return project is not None and project in self._deny_projects
+
+    def invalidate(self, _payload: Any = None) -> None:
+        """Check the database on the next ensure_fresh, whatever the ttl (also the
+        LISTEN/NOTIFY callback on Postgres)."""
+        self._generation += 1
+        self._checked_at = None
+
+    def invalidate_on_commit(self, session: AsyncSession) -> None:
+        """Invalidate once `session`'s transaction has committed (not before: a reload
+        between the change and its commit would read the old version)."""
+        event.listen(session.sync_session, "after_commit", self._after_commit, once=True)
+
+    def _after_commit(self, _session: Any) -> None:
+        self.invalidate()
+
+    def __len__(self) -> int:
+        return len(self._tools)

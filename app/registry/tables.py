@@ -1,0 +1,59 @@
+"""Registry tables (SPEC §5, seed 003): tools, skills, per-project registry settings and the
+registry version that lets every replica notice a change."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Boolean, Integer, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.store.base import Base, Json, UTCDateTime
+
+
+class RegistryTool(Base):
+    """A tool's capability and safety category: the source of truth for its decisions."""
+
+    __tablename__ = "tools"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    writes: Mapped[bool] = mapped_column(Boolean)
+    read_only: Mapped[bool] = mapped_column(Boolean, default=False)
+    checkpointable: Mapped[bool] = mapped_column(Boolean)
+    unsafe: Mapped[bool] = mapped_column(Boolean)
+    safety_category: Mapped[str] = mapped_column(String(16))
+    skill_category: Mapped[str | None] = mapped_column(String(200))
+    path_args: Mapped[list] = mapped_column(Json)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class Skill(Base):
+    """A skill's pre-model phrase list, stored lowercased and stripped, in screening order."""
+
+    __tablename__ = "skills"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    category: Mapped[str | None] = mapped_column(String(200))
+    unsafe_phrases: Mapped[list] = mapped_column(Json)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class ProjectRegistrySettings(Base):
+    __tablename__ = "project_registry_settings"
+
+    project: Mapped[str] = mapped_column(String(200), primary_key=True)
+    deny_unregistered_tools: Mapped[bool] = mapped_column(Boolean, default=False)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class RegistryState(Base):
+    """One row (id=1). `version` is bumped in the same transaction as every registry change
+    (tools and project registry settings), so a replica's cache can tell it is stale with one
+    cheap read."""
+
+    __tablename__ = "registry_state"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, default=0)
