@@ -10,7 +10,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 
-from app.auth.deps import authorize
+from app.auth.deps import AuthState, authorize
 from app.auth.keys import Authenticator, KeyCache
 from app.auth.ratelimit import RateLimiter
 from app.auth.repository import KEYS_CHANNEL
@@ -19,12 +19,12 @@ from app.authorize.cases import router as test_router
 from app.authorize.hotpath import FastAuthorize
 from app.authorize.routes import batch_router
 from app.authorize.routes import router as decide_router
+from app.authorize.service import Authorizer
 from app.config import Settings
 from app.decisions.log import WRITER_SOCKET_ENV, DecisionLog
 from app.decisions.routes import router as decisions_router
 from app.health.routes import router as health_router
 from app.kit import handlers
-from app.kit.deps import AppState
 from app.kit.middleware import BodyLimit
 from app.kit.notify import Notifier
 from app.plans.routes import router as plans_router
@@ -66,25 +66,29 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         registry = RegistryCache(ttl=settings.registry_ttl_seconds)
         notifier.subscribe(REGISTRY_CHANNEL, registry.invalidate)
         await notifier.start()
-        app.state.toolgate = AppState(
-            settings=settings,
-            engine=engine,
-            sessions=sessions,
-            plan_cache=PlanCache(settings.plan_cache_size),
-            schema_head=migrate.head(settings.database_url),
-            known_revisions=migrate.known_revisions(settings.database_url),
-            registry=registry,
-            decision_log=decision_log,
+        plans = PlanCache(settings.plan_cache_size)
+        auth = AuthState(
             authenticator=Authenticator(sessions=sessions, cache=key_cache,
                                         admin_token=settings.admin_token),
             key_cache=key_cache,
             rate_limiter=RateLimiter(rate=settings.rate_limit_per_second,
                                      burst=settings.rate_limit_burst)
             if settings.rate_limit_per_second else None,
-            notifier=notifier,
         )
+        authorizer = Authorizer(sessions=sessions, plans=plans, registry=registry,
+                                masked=settings.masked,
+                                allow_inline=settings.allow_inline_profiles)
+        # Each feature's state under its own name; each feature's deps.py reads its own.
+        state = app.state
+        state.settings, state.engine, state.sessions = settings, engine, sessions
+        state.schema_head = migrate.head(settings.database_url)
+        state.known_revisions = migrate.known_revisions(settings.database_url)
+        state.auth, state.plans, state.registry = auth, plans, registry
+        state.authorizer, state.decision_log, state.notifier = authorizer, decision_log, notifier
         if isinstance(app, ToolgateApp) and app.fast_path is not None:
-            app.fast_path.attach(app.state.toolgate)
+            # The transport gets the decision log as its recorder, wired here.
+            app.fast_path.attach(authorizer=authorizer, authenticator=auth.authenticator,
+                                 rate_limiter=auth.rate_limiter, decision_log=decision_log)
         # Everything allocated so far lives as long as the process: keep it out of the
         # cyclic GC's full collections, which otherwise walk ~120k start-up objects
         # (~45 ms, a pause every in-flight request waits for) again and again.
@@ -113,7 +117,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 class ToolgateApp(FastAPI):
-    """FastAPI, except that the hot route (app/api/fastpath.py) is answered before the
+    """FastAPI, except that the hot route (app/authorize/hotpath.py) is answered before the
     middleware stack, which costs more per request than the decision itself."""
 
     fast_path: FastAuthorize | None = None

@@ -130,8 +130,8 @@ async def both_paths(request: pytest.FixtureRequest,
     `toolgate serve`'s HTTP protocol (app/api/protocol.py, bytes in and out), the plain-ASGI
     route (app/api/fastpath.py) and the FastAPI route they stand in for: same answers,
     same envelope."""
-    from toolgate_uvicorn.protocol import ToolgateHttpToolsProtocol
     from tests.uvicorn_wire import ProtocolTransport
+    from toolgate_uvicorn.protocol import ToolgateHttpToolsProtocol
 
     app = create_app(settings.model_copy(update={"fast_path": request.param != "fastapi-route"}))
     async with app.router.lifespan_context(app):

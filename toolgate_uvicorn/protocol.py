@@ -108,7 +108,7 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         fast = self._fast
         parser = self.parser
-        if (fast is not None and fast.state is not None and self.url == _PATH
+        if (fast is not None and fast.authorizer is not None and self.url == _PATH
                 and not self.expect_100_continue and self.limit_concurrency is None
                 and (self.cycle is None or self.cycle.response_complete)
                 and not self.flow.write_paused and parser.get_method() == b"POST"
@@ -173,7 +173,7 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
             self._finish(cycle, self._ok(cycle, body), None)
             return True
         # False when no writer runs: the ASGI app's write() starts one.
-        return fast.state.decision_log.submit([record], partial(self._recorded, cycle, body))
+        return fast.submit([record], partial(self._recorded, cycle, body))
 
     def _recorded(self, cycle: _HotCycle, body: bytes, number: int | None,
                   error: RecordingFailed | None) -> None:

@@ -5,14 +5,32 @@ every router but health; handlers that must respect a key's projects take `Princ
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from app.auth.keys import Principal
-from app.auth.roles import rule_for
-from app.kit.errors import Forbidden, NotFound, Unauthorized
+from app.auth.access import bearer_secret, require_role
+from app.auth.keys import Authenticator, KeyCache, Principal
+from app.auth.ratelimit import RateLimiter
+from app.kit.errors import NotFound
+
+
+@dataclass(frozen=True, slots=True)
+class AuthState:
+    """What the auth feature keeps for the process (`app.state.auth`)."""
+
+    authenticator: Authenticator
+    key_cache: KeyCache
+    rate_limiter: RateLimiter | None
+
+
+def get_key_cache(request: Request) -> KeyCache:
+    return request.app.state.auth.key_cache
+
+
+KeyCacheDep = Annotated[KeyCache, Depends(get_key_cache)]
 
 bearer = HTTPBearer(auto_error=False, scheme_name="apiKey",
                     description="An API key: `Authorization: Bearer tg_...` (docs/auth.md)")
@@ -25,28 +43,25 @@ async def authenticate(
     early = getattr(request.state, "principal", None)
     if early is not None:  # JSONRoute authenticated before reading the body
         return early
-    if credentials is None or not credentials.credentials:
-        raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
-    return await _principal(request, credentials.credentials)
+    # `bearer` documents the scheme in OpenAPI; the header is read as the hot path reads it.
+    return await _principal(request, bearer_secret(request.headers.get("authorization")))
 
 
 async def authenticate_early(request: Request) -> None:
     """For routes with a JSON body: FastAPI parses the body before it solves dependencies,
     so without this a caller with no key would learn about its malformed JSON (422)
     instead of being refused (401)."""
-    credentials = await bearer(request)
-    if credentials is None or not credentials.credentials:
-        raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
-    request.state.principal = await _principal(request, credentials.credentials)
+    secret = bearer_secret(request.headers.get("authorization"))
+    request.state.principal = await _principal(request, secret)
 
 
 async def _principal(request: Request, secret: str) -> Principal:
-    state = request.app.state.toolgate
-    principal = await state.authenticator.authenticate(secret)
-    # Caller (app/api/deps.py) reads it: every decision and change records the key id.
+    auth: AuthState = request.app.state.auth
+    principal = await auth.authenticator.authenticate(secret)
+    # Caller (app/kit/deps.py) reads it: every decision and change records the key id.
     request.state.key_id = principal.key_id
-    if state.rate_limiter is not None:
-        state.rate_limiter.take(principal.key_id)
+    if auth.rate_limiter is not None:
+        auth.rate_limiter.take(principal.key_id)
     return principal
 
 
@@ -56,18 +71,7 @@ PrincipalDep = Annotated[Principal, Depends(authenticate)]
 async def authorize(request: Request, principal: PrincipalDep) -> None:
     route = request.scope.get("route")
     path = getattr(route, "path_format", None) or request.url.path
-    permission, rule = rule_for(request.method, path)
-    if principal.role not in rule.roles:
-        raise Forbidden(
-            f"a key with role '{principal.role}' may not {request.method} {path}"
-            + (f" (permission '{permission}')" if permission else ""),
-            permission=permission, role=principal.role.value,
-        )
-    if rule.unscoped_only and principal.scoped:
-        raise Forbidden(
-            f"{request.method} {path} spans every project: it needs a key whose projects "
-            "are all (null)", permission=permission, role=principal.role.value,
-        )
+    require_role(principal, request.method, path)
     # A route about one project: another project's answers as if it did not exist.
     project = request.path_params.get("project")
     if project is not None and not principal.sees(project):

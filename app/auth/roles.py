@@ -73,7 +73,7 @@ PUBLIC: frozenset[tuple[str, str]] = frozenset({
 })
 
 # (method, path template) -> permission. A route missing here answers 403 to every key but
-# an admin's, and tests/api/test_route_coverage.py fails until it is added.
+# an admin's, and tests/kit/test_route_coverage.py fails until it is added.
 ROUTES: dict[tuple[str, str], str] = {
     ("GET", "/v1/errors"): "errors.read",
     ("GET", "/v1/profiles"): "profiles.read",

@@ -7,14 +7,15 @@ from typing import Any
 from fastapi import APIRouter, Response
 
 from app.auth import repository as repo
+from app.auth.deps import KeyCacheDep
 from app.auth.keys import display_prefix, hash_secret, new_key_id, new_secret
+from app.auth.routing import JSONRoute
 from app.auth.schemas import KeyCreated, KeyIn, KeyList
 from app.auth.tables import ApiKey
 from app.decisions.audit import audit_change
 from app.decisions.records import iso
-from app.kit.deps import CallerDep, NameParam, Session, State
+from app.kit.deps import CallerDep, NameParam, Session
 from app.kit.errors import NotFound
-from app.kit.middleware import JSONRoute
 from app.store.base import utcnow
 
 router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["keys"])
@@ -55,7 +56,7 @@ async def list_keys(session: Session) -> dict:
 
 @router.delete("/keys/{key_id}", status_code=204,
                summary="Revoke a key: refused at once by every process (docs/auth.md)")
-async def revoke_key(key_id: NameParam, session: Session, state: State,
+async def revoke_key(key_id: NameParam, session: Session, key_cache: KeyCacheDep,
                      caller: CallerDep) -> Response:
     row = await repo.get(session, key_id)
     if row is None:
@@ -63,7 +64,7 @@ async def revoke_key(key_id: NameParam, session: Session, state: State,
     if row.revoked_at is None:
         before = _audited(row)
         await repo.revoke(session, row, by=caller.key_id)
-        state.key_cache.clear_on_commit(session)
+        key_cache.clear_on_commit(session)
         await audit_change(session, caller, resource="key", name=row.id, operation="revoke",
                            before=before, after=_audited(row))
     return Response(status_code=204)

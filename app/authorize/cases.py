@@ -13,14 +13,14 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ValidationError
 
+from app.authorize.deps import AuthorizerDep
 from app.authorize.schemas import AuthorizeIn
 from app.authorize.service import decide
 from app.kit.bodies import bad, parse_items
-from app.kit.deps import State
 from app.kit.errors import ToolgateError
 from app.kit.handlers import validation_details
 from app.kit.schemas import Strict
-from app.policy.checks import MissingCapability
+from app.policy.tool import MissingCapability
 
 router = APIRouter(prefix="/v1", tags=["decisions"])
 
@@ -70,7 +70,7 @@ TEST_BODY = {"requestBody": {"required": True, "content": {
 
 @router.post("/test", response_model=TestReport, openapi_extra=TEST_BODY,
              summary="Replay decision cases against the current configuration (not recorded)")
-async def run_tests(request: Request, state: State) -> dict:
+async def run_tests(request: Request, authorizer: AuthorizerDep) -> dict:
     cases = parse_items(await request.body(), request.headers.get("content-type", ""),
                         key="cases", item=_case)
     results = []
@@ -79,8 +79,8 @@ async def run_tests(request: Request, state: State) -> dict:
         actual = problem = None
         try:
             body = AuthorizeIn.model_validate(case.request)
-            answer, _ = await decide(body, sessions=state.sessions, cache=state.plan_cache,
-                                     registry=state.registry)
+            answer, _ = await decide(body, sessions=authorizer.sessions, cache=authorizer.plans,
+                                     registry=authorizer.registry)
             deny = answer["deny"] or {}
             actual = {"allowed": answer["allowed"], "code": deny.get("code"),
                       "error": deny.get("error"), "message": deny.get("message")}

@@ -1,47 +1,43 @@
 """The hot route, POST /v1/authorize-tool, answered as plain ASGI.
 
 Every agent calls this before every tool call, so it skips what FastAPI adds per request
-(dependency solving, thread-pool hops for sync dependencies, request/response wrappers)
-and runs exactly the same steps as the FastAPI route in app/api/routes_decide.py, which
-stays registered for the OpenAPI document and serves when TOOLGATE_FAST_PATH=false:
+(dependency solving, thread-pool hops for sync dependencies, request/response wrappers).
+The steps are the FastAPI route's (app/authorize/routes.py), made of the same functions:
 
-  body limit -> key (401/429) -> role (403) -> strict JSON (422 invalid_json) ->
-  AuthorizeIn's validation, by msgspec where it accepts (app/api/wire.py: one pass over the
-  raw body, else orjson then msgspec), else by pydantic (422 naming fields) ->
-  project scope (404) -> decide -> record (503 when it cannot be recorded) -> answer.
+  body limit (kit.middleware) -> key (auth.access.bearer_secret, the Authenticator: 401,
+  429) -> role (auth.access.require_role: 403) -> decode: msgspec's one pass over the raw
+  body (authorize/wire.py), else strict JSON (kit.middleware.strict_json: 422
+  invalid_json) then AuthorizeIn's validation (422 naming fields) -> Authorizer.decide
+  (scope 404, the core) -> the recorder (503 when it cannot be recorded) -> answer.
 
-Errors are rendered by the same handlers as everywhere else, so the envelope is identical;
-tests/api run the decision cases and bad inputs through both paths.
+Errors are rendered by kit.handlers.render, the one mapping every route uses, so the
+envelope is identical; the decision cases and bad inputs run through both paths.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import lru_cache
 from typing import Any
 
 import orjson
-from pydantic import ValidationError
-from sqlalchemy.exc import DBAPIError, OperationalError
-from starlette.requests import Request
 
+from app.auth.access import bearer_secret, require_role
 from app.auth.keys import hash_secret
 from app.auth.roles import rule_for
-from app.auth.scope import check_authorize, check_scope
-from app.authorize.service import Caller, decide, decide_with
+from app.authorize.service import Authorizer
 from app.authorize.wire import decode_authorize, decode_authorize_json
 from app.decisions.audit import not_recorded
 from app.decisions.log import RecordingFailed
-from app.kit import handlers
-from app.kit.errors import Forbidden, ToolgateError, Unauthorized
-from app.kit.middleware import body_from, refuse_declared, too_large
-from app.policy.checks import MissingCapability
+from app.kit.caller import Caller
+from app.kit.handlers import render
+from app.kit.middleware import body_from, refuse_declared, strict_json, too_large
 
 log = logging.getLogger("toolgate")
 
 PATH = "/v1/authorize-tool"
-_PERMISSION, _RULE = rule_for("POST", PATH)
+_RULE = rule_for("POST", PATH)  # (permission, rule), looked up once
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 # Set in the ASGI scope when the protocol's hot route already spent this request's
 # rate-limit token before handing the request to __call__ (which must not spend another).
@@ -50,20 +46,34 @@ TOKEN_TAKEN = "toolgate.rate_limit_token_taken"
 
 class FastAuthorize:
     """Answers POST /v1/authorize-tool; ToolgateApp (app/main.py) calls it ahead of the
-    middleware stack for the requests it `handles`."""
+    middleware stack for the requests it `handles`. Everything it uses is handed to it by
+    main.py's lifespan (`attach`): the authenticator, the rate limiter, the authorize
+    service, and the decision log as the recorder. It reaches for nothing else."""
 
     def __init__(self, *, limit: int) -> None:
         self.limit = limit
-        # The app's AppState, handed over by the lifespan that builds it (`attach`): reading
-        # it through Starlette's State (a Python __getattr__) cost 0.5 µs a request.
-        self.state: Any = None
         self.outbox = _Outbox()
+        self.authorizer: Authorizer | None = None  # None until attached: not serving yet
+        self.authenticator: Any = None
+        self.rate_limiter: Any = None
+        # The recorder: `write(records)` awaits the commit (-> its acknowledgement number),
+        # `submit(records, done)` calls `done` at the commit (the HTTP protocol's hot route).
+        # None with the decision log off.
+        self.write: Callable[[list[dict[str, Any]]], Awaitable[int | None]] | None = None
+        self.submit: Callable[..., Any] | None = None
+        self._log: Any = None  # whose after_ack hook runs the outbox, when it does
 
-    def attach(self, state: Any) -> None:
-        """Serve with `state`; the decision log's acknowledgements flush the outbox."""
-        self.state = state
-        if state.decision_log is not None:
-            state.decision_log.after_ack = self.outbox
+    def attach(self, *, authorizer: Authorizer, authenticator: Any, rate_limiter: Any,
+               decision_log: Any) -> None:
+        """Serve with these; the decision log's acknowledgements flush the outbox."""
+        self.authorizer = authorizer
+        self.authenticator = authenticator
+        self.rate_limiter = rate_limiter
+        if decision_log is not None:
+            self.write = decision_log.write
+            self.submit = decision_log.submit
+            decision_log.after_ack = self.outbox
+            self._log = decision_log
 
     @staticmethod
     def handles(scope: dict) -> bool:
@@ -73,7 +83,6 @@ class FastAuthorize:
         # One coroutine for the whole request (each await of a nested one costs). Every step
         # that can answer from memory is a plain call: a request with a known key on a
         # cached plan awaits only its body and its record's commit.
-        state = self.state
         try:
             headers = dict(scope["headers"])
             refuse_declared(headers.get(b"content-length"), self.limit)
@@ -87,42 +96,32 @@ class FastAuthorize:
                 if raw is None:
                     return  # the client went away
             key_hash = _key_hash(headers.get(b"authorization", b""))
-            principal = state.authenticator.remembered(key_hash)
+            principal = self.authenticator.remembered(key_hash)
             if principal is None:
-                principal = await state.authenticator.look_up(key_hash)
-            if state.rate_limiter is not None and not scope.get(TOKEN_TAKEN):
-                state.rate_limiter.take(principal.key_id)
-            if principal.role not in _RULE.roles:
-                raise Forbidden(f"a key with role '{principal.role}' may not POST {PATH} "
-                                f"(permission '{_PERMISSION}')", permission=_PERMISSION,
-                                role=principal.role.value)
+                principal = await self.authenticator.look_up(key_hash)
+            if self.rate_limiter is not None and not scope.get(TOKEN_TAKEN):
+                self.rate_limiter.take(principal.key_id)
+            require_role(principal, "POST", PATH, _RULE)
             request = decode_authorize_json(raw)
             if request is None:  # refused or unusual: orjson and AuthorizeIn say what it is
-                request = decode_authorize(_loads(raw))
+                request = decode_authorize(strict_json(raw))
             caller = _caller_of(headers, principal.key_id)
-            decided = _from_memory(state, request, principal, caller)
-            if decided is None:
-                # The plan or the registry must be read first: the same steps, awaited.
-                await check_authorize(request, principal, state=state)
-                decided = await decide(request, sessions=state.sessions,
-                                       cache=state.plan_cache, registry=state.registry,
-                                       masked=state.settings.masked, caller=caller)
-            answer, record = decided
+            assert self.authorizer is not None
+            answer, record = await self.authorizer.decide(request, principal, caller)
             # Encoded before the commit is awaited: when a commit is acknowledged, its
             # requests then go out back to back.
             body = orjson.dumps(answer)
             ack, outbox = None, None
-            if state.decision_log is not None:
+            if self.write is not None:
                 try:
-                    ack = await state.decision_log.write([record])
+                    ack = await self.write([record])
                 except RecordingFailed as failed:
                     raise not_recorded(failed) from None
                 # Held for a flush only if this outbox is the hook that will run.
-                if ack is not None and state.decision_log.after_ack is self.outbox:
+                if ack is not None and self._log.after_ack is self.outbox:
                     outbox = self.outbox
-        except Exception as exc:  # rendered exactly as the FastAPI handlers render it
-            response = await _render(scope, exc)
-            await response(scope, receive, send)
+        except Exception as exc:  # rendered exactly as every route's errors
+            await render(exc, method="POST", path=PATH)(scope, receive, send)
             return
         await _answer(send, body, outbox, ack)
 
@@ -132,46 +131,34 @@ class FastAuthorize:
         memory without awaiting anything, by the same steps in the same order as __call__;
         or None when the request needs __call__ (an unknown key or plan, a stale registry,
         anything refused or unusual), which then runs every step and renders whatever error
-        there is. The HTTP protocol's hot route (app/api/protocol.py) calls it; nothing it
-        does before that hand-over has an effect but the rate limiter's token, which it
-        marks in `marks` as spent (the protocol puts them in the ASGI scope it then builds)."""
-        state = self.state
-        if state is None or len(raw) > self.limit:
+        there is. The HTTP protocol's hot route (toolgate_uvicorn/protocol.py) calls it;
+        nothing it does before that hand-over has an effect but the rate limiter's token,
+        which it marks in `marks` as spent (the protocol puts them in the ASGI scope it then
+        builds)."""
+        authorizer = self.authorizer
+        if authorizer is None or len(raw) > self.limit:
             return None
         try:
-            principal = state.authenticator.remembered(
+            principal = self.authenticator.remembered(
                 _key_hash(headers.get(b"authorization", b"")))
             if principal is None:
                 return None
-            if state.rate_limiter is not None:
-                state.rate_limiter.take(principal.key_id)
+            if self.rate_limiter is not None:
+                self.rate_limiter.take(principal.key_id)
                 marks[TOKEN_TAKEN] = True
-            if principal.role not in _RULE.roles:
+            if principal.role not in _RULE[1].roles:
                 return None
             request = decode_authorize_json(raw)
             if request is None:
                 return None
-            decided = _from_memory(state, request, principal,
-                                   _caller_of(headers, principal.key_id))
+            decided = authorizer.from_memory(request, principal,
+                                             _caller_of(headers, principal.key_id))
         except Exception:  # __call__ meets it again and renders it
             return None
         if decided is None:
             return None
         answer, record = decided
-        return orjson.dumps(answer), (record if state.decision_log is not None else None)
-
-
-def _from_memory(state: Any, request: Any, principal: Any, caller: Caller
-                 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """The decision and its record when the plan's lock and the registry are in memory (the
-    scope check included, which raises as check_authorize does); None when they must be
-    read first."""
-    lock = None if request.plan_id is None else state.plan_cache.get(request.plan_id)
-    if (lock is None and request.plan_id is not None) or not state.registry.fresh(state.sessions):
-        return None
-    check_scope(request, principal, lock, allow_inline=state.settings.allow_inline_profiles)
-    return decide_with(request, lock, registry=state.registry, masked=state.settings.masked,
-                       caller=caller)
+        return orjson.dumps(answer), (record if self.write is not None else None)
 
 
 async def _answer(send: Any, body: bytes, outbox: _Outbox | None, ack: int | None) -> None:
@@ -291,17 +278,6 @@ class _Outbox:
     __call__ = flush  # the decision log's after_ack hook
 
 
-class _InvalidJSON(Exception):
-    """The body is not JSON at all: 422 invalid_json (before any field is looked at)."""
-
-
-def _loads(raw: bytes) -> Any:
-    try:
-        return orjson.loads(raw) if raw else None
-    except orjson.JSONDecodeError as exc:
-        raise _InvalidJSON(f"body is not valid JSON: {exc.msg}") from None
-
-
 def _caller_of(headers: dict[bytes, bytes], key_id: str | None) -> Caller:
     request_id = headers.get(b"x-request-id")
     return Caller(request_id=request_id.decode("latin-1")[:200],
@@ -325,25 +301,8 @@ def _key_hash(header: bytes) -> str:
     known = _HASHES.get(header)
     if known is not None:
         return known
-    scheme, _, secret = header.decode("latin-1").partition(" ")
-    if scheme.lower() != "bearer" or not secret.strip():
-        raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
+    secret = bearer_secret(header.decode("latin-1"))
     if len(_HASHES) >= _HASHES_MAX:
         _HASHES.clear()
-    key_hash = _HASHES[header] = hash_secret(secret.strip())
+    key_hash = _HASHES[header] = hash_secret(secret)
     return key_hash
-
-
-async def _render(scope: dict, exc: Exception) -> Any:
-    request = Request(scope)
-    if isinstance(exc, _InvalidJSON):
-        return handlers.envelope(422, "invalid_json", str(exc))
-    if isinstance(exc, ValidationError):
-        return await handlers.render_validation(list(exc.errors()))
-    if isinstance(exc, ToolgateError):
-        return await handlers._toolgate(request, exc)
-    if isinstance(exc, MissingCapability):
-        return await handlers._missing_capability(request, exc)
-    if isinstance(exc, OperationalError | DBAPIError | OSError):
-        return await handlers._storage(request, exc)
-    return await handlers._unexpected(request, exc)

@@ -16,9 +16,9 @@ from pydantic import (
 )
 
 from app.kit.schemas import Cost, Name, NonNegativeInt, Strict
-from app.policy.checks import effective_tool
 from app.policy.model import LAYERS, Context, RegisteredTool, Tool
 from app.policy.profiles import SafetyProfile
+from app.policy.tool import effective_tool
 
 # --- decisions -------------------------------------------------------------------------
 

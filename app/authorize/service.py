@@ -4,35 +4,62 @@ database (the lock is cached; the registry is cached with a bounded staleness)."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from time import perf_counter, time_ns
 from typing import Any
 
-from uuid_utils import uuid7
-
+from app.auth.keys import Principal
+from app.auth.scope import require_inline_allowed, require_plan
 from app.authorize.schemas import AuthorizeIn
 from app.authorize.wire import AuthorizeWire
 from app.decisions.records import mask
+from app.kit.caller import Caller, new_decision_id
 from app.plans.service import PlanCache, PlanLock
 from app.policy.checks import evaluate, unregistered
 from app.policy.model import LAYERS, Tool
 from app.registry.service import RegistryCache
 
-
-def new_decision_id() -> str:
-    """Time-ordered (UUIDv7), so decision ids sort the way decisions happened."""
-    return str(uuid7())
-
-
+NOBODY = Caller()  # a decision with no X-Request-ID and no key (tests, POST /v1/test)
 INLINE = {"provenance": "inline", "name": None, "version": None, "is_default": False}
 
 
-@dataclass(frozen=True, slots=True)
-class Caller:
-    """Who asked, for the log: the caller's X-Request-ID and key id (once keys exist)."""
+class Authorizer:
+    """The authorize service: the steps after authentication that both the FastAPI route
+    and the hot path (app/authorize/hotpath.py) run, with the caches they read. main.py
+    builds it from each feature's state."""
 
-    request_id: str | None = None
-    key_id: str | None = None
+    __slots__ = ("sessions", "plans", "registry", "masked", "allow_inline")
+
+    def __init__(self, *, sessions: Any, plans: PlanCache, registry: RegistryCache,
+                 masked: frozenset[str], allow_inline: bool) -> None:
+        self.sessions = sessions
+        self.plans = plans
+        self.registry = registry
+        self.masked = masked
+        self.allow_inline = allow_inline
+
+    def from_memory(self, request: AuthorizeIn | AuthorizeWire, principal: Principal,
+                    caller: Caller) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The decision and its record when the plan's lock and the registry are in memory
+        (the scope check included, which raises as in `decide`); None when they must be read
+        first. Awaits nothing."""
+        lock = None if request.plan_id is None else self.plans.get(request.plan_id)
+        if (lock is None and request.plan_id is not None) or not self.registry.fresh(
+                self.sessions):
+            return None
+        check_scope(request, principal, lock, allow_inline=self.allow_inline)
+        return decide_with(request, lock, registry=self.registry, masked=self.masked,
+                           caller=caller)
+
+    async def decide(self, request: AuthorizeIn | AuthorizeWire, principal: Principal,
+                     caller: Caller) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Scope check, then the decision: (response body, log record)."""
+        decided = self.from_memory(request, principal, caller)
+        if decided is not None:
+            return decided
+        await check_authorize(request, principal, plans=self.plans, sessions=self.sessions,
+                              allow_inline=self.allow_inline)
+        return await decide(request, sessions=self.sessions, cache=self.plans,
+                            registry=self.registry, masked=self.masked, caller=caller)
 
 
 async def decide(
@@ -42,7 +69,7 @@ async def decide(
     cache: PlanCache,
     registry: RegistryCache,
     masked: frozenset[str] = frozenset(),
-    caller: Caller = Caller(),
+    caller: Caller = NOBODY,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Returns (response body, log record). Raises NotFound / MissingCapability for input
     the caller must fix; those are never decisions."""
@@ -61,7 +88,7 @@ def decide_with(
     *,
     registry: RegistryCache,
     masked: frozenset[str] = frozenset(),
-    caller: Caller = Caller(),
+    caller: Caller = NOBODY,
     started: float | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """decide() once the plan's lock is at hand (None: a stateless request) and the
@@ -155,3 +182,25 @@ def _detail(request: AuthorizeIn | AuthorizeWire, tool: Tool, *,
     if stateless and request.safety_profile is not None:
         detail["safety_profile"] = request.safety_profile.as_dict()
     return detail
+
+
+async def check_authorize(request: Any, principal: Principal, *, plans: PlanCache, sessions: Any,
+                          allow_inline: bool) -> None:
+    """Before a decision: the plan must be in the key's projects, and a stateless request
+    is refused to non-admins when inline profiles are off (no profile at all is laxer
+    than any inline one, so it is refused too)."""
+    lock: PlanLock | None = None
+    if request.plan_id is not None and principal.scoped:
+        lock = await plans.fetch(sessions, request.plan_id)
+    check_scope(request, principal, lock, allow_inline=allow_inline)
+
+
+def check_scope(request: Any, principal: Principal, lock: PlanLock | None, *,
+                allow_inline: bool) -> None:
+    """check_authorize with the plan's lock at hand (needed only for a scoped key)."""
+    if request.plan_id is None:
+        require_inline_allowed(principal, allow_inline,
+                               what="a stateless request (no plan_id)")
+    elif principal.scoped:
+        assert lock is not None, "a scoped key's plan check needs the plan's lock"
+        require_plan(principal, request.plan_id, lock.project)

@@ -6,7 +6,7 @@ of its time; msgspec checks the same types in C for a fraction of that. pydantic
 contract: the OpenAPI document, the FastAPI route, and every error message come from
 AuthorizeIn. `decode_authorize` takes msgspec's answer only when it accepts a body; anything
 it refuses goes to AuthorizeIn, which names the fields exactly as on every other route (or
-accepts the body, where msgspec is the stricter of the two). tests/api/test_wire.py checks
+accepts the body, where msgspec is the stricter of the two). tests/authorize/test_wire.py checks
 with generated bodies that whatever msgspec accepts, pydantic accepts with the same values.
 
 Both decoders start from the same orjson parse, so the JSON itself (duplicate keys, numbers
@@ -16,7 +16,7 @@ libraries' passes and the intermediate dicts cost a worker 4.5 µs a request). I
 where that pass provably reads the body as orjson does, and says None otherwise: then the
 body goes the way above. msgspec and orjson differ on exactly one thing here, integers past
 64 bits (msgspec keeps them, orjson reads a float), so a body with a run of 19 digits is left
-to orjson; tests/api/test_wire.py checks the rest with generated JSON texts.
+to orjson; tests/authorize/test_wire.py checks the rest with generated JSON texts.
 """
 
 from __future__ import annotations

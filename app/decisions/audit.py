@@ -9,9 +9,9 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 from uuid_utils import uuid7
 
-from app.authorize.service import Caller
 from app.decisions.log import DecisionLog, RecordingFailed, append
 from app.decisions.records import new_record
+from app.kit.caller import Caller
 from app.kit.errors import Unavailable
 
 

@@ -13,10 +13,10 @@ from datetime import datetime
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
-from app.authorize.service import Caller
 from app.decisions.audit import audit_change
 from app.decisions.records import iso
 from app.decisions.tables import ChainHead, LogRecord
+from app.kit.caller import Caller
 from app.store.base import utcnow
 
 

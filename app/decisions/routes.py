@@ -14,12 +14,12 @@ from fastapi import APIRouter, Query, Response
 from fastapi.responses import StreamingResponse
 
 from app.auth.deps import PrincipalDep
+from app.auth.routing import JSONRoute
 from app.decisions import queries
 from app.decisions.queries import Filters
 from app.decisions.records import RECORD_FIELDS
-from app.kit.deps import Session, State
+from app.kit.deps import Session, Sessions
 from app.kit.errors import InvalidInput, NotFound
-from app.kit.middleware import JSONRoute
 from app.kit.schemas import NAME_PATTERN
 
 router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["decision log"])
@@ -147,7 +147,7 @@ async def _csv(records: AsyncIterator[dict]) -> AsyncIterator[bytes]:
 
 @router.get("/audit/export", summary="Every record of a range, streamed (JSONL or CSV)")
 async def audit_export(
-    state: State,
+    sessions: Sessions,
     principal: PrincipalDep,
     since: datetime | None = None,
     until: datetime | None = None,
@@ -156,7 +156,7 @@ async def audit_export(
     _filters(since, until)
     # A scoped key exports its projects' records only: such a file has gaps in the chain,
     # so it cannot be verified offline (verify needs an unscoped key; docs/auth.md).
-    records = queries.stream(state.sessions, _utc(since, "since"), _utc(until, "until"),
+    records = queries.stream(sessions, _utc(since, "since"), _utc(until, "until"),
                              projects=principal.project_list())
     if format == "csv":
         return StreamingResponse(_csv(records), media_type="text/csv",
@@ -169,12 +169,12 @@ async def audit_export(
 
 @router.get("/audit/verify", summary="Check the hash chain over a range")
 async def audit_verify(
-    state: State,
+    sessions: Sessions,
     since: datetime | None = None,
     until: datetime | None = None,
 ) -> dict:
     """The chain spans every project, so this needs a key whose projects are all (null):
     a scoped key gets 403 (docs/auth.md)."""
     _filters(since, until)
-    return (await queries.verify(state.sessions, _utc(since, "since"),
+    return (await queries.verify(sessions, _utc(since, "since"),
                                  _utc(until, "until"))).as_dict()

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from sqlalchemy import text
 
-from app.kit.deps import State
 from app.kit.handlers import envelope
 
 router = APIRouter(tags=["health"])
@@ -17,7 +16,8 @@ async def healthz() -> dict:
 
 
 @router.get("/readyz")
-async def readyz(state: State) -> Response:
+async def readyz(request: Request) -> Response:
+    state = request.app.state  # the engine and the schema revisions main.py put there
     try:
         async with state.engine.connect() as conn:
             current = await conn.scalar(text("SELECT version_num FROM alembic_version"))

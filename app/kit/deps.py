@@ -1,51 +1,34 @@
-"""Dependencies: the app state and the session that owns the transaction."""
+"""Dependencies every feature uses: the settings, the database session that owns the
+transaction, who is calling, and path parameters' patterns. Each feature keeps its own
+aliases for its own state (app/<feature>/deps.py); main.py's lifespan puts each on
+`app.state` under its own name."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Path, Request
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.auth.keys import Authenticator, KeyCache
-from app.auth.ratelimit import RateLimiter
-from app.authorize.service import Caller
 from app.config import Settings
-from app.decisions.log import DecisionLog
-from app.kit.notify import Notifier
+from app.kit.caller import Caller
 from app.kit.schemas import NAME_PATTERN, PROFILE_NAME_PATTERN
-from app.plans.service import PlanCache
-from app.registry.service import RegistryCache
 from app.store.engine import WRITE_OPTION
 
 
-@dataclass
-class AppState:
-    settings: Settings
-    engine: AsyncEngine
-    sessions: async_sessionmaker
-    plan_cache: PlanCache
-    schema_head: str | None
-    known_revisions: frozenset[str]
-    registry: RegistryCache
-    decision_log: DecisionLog | None
-    authenticator: Authenticator
-    key_cache: KeyCache
-    rate_limiter: RateLimiter | None
-    notifier: Notifier
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
 
 
-async def get_state(request: Request) -> AppState:
-    return request.app.state.toolgate
+def get_sessions(request: Request) -> async_sessionmaker[AsyncSession]:
+    return request.app.state.sessions
 
 
 async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
     """Commits when the route returns, rolls back when it raises: routes and repositories
     never commit themselves, so a rejected change leaves stored state as it was."""
-    state: AppState = request.app.state.toolgate
-    async with state.sessions() as session, session.begin():
+    async with request.app.state.sessions() as session, session.begin():
         if request.method not in ("GET", "HEAD"):
             await session.connection(execution_options={WRITE_OPTION: True})
         yield session
@@ -58,7 +41,8 @@ async def get_caller(request: Request) -> Caller:
     )
 
 
-State = Annotated[AppState, Depends(get_state)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+Sessions = Annotated[async_sessionmaker[AsyncSession], Depends(get_sessions)]
 Session = Annotated[AsyncSession, Depends(get_session, scope="function")]
 CallerDep = Annotated[Caller, Depends(get_caller)]
 ProfileNameParam = Annotated[str, Path(pattern=PROFILE_NAME_PATTERN)]

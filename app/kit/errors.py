@@ -65,3 +65,7 @@ class RateLimited(ToolgateError):
 class Unavailable(ToolgateError):
     status = 503
     code = "unavailable"
+
+
+class InvalidJSON(ValueError):
+    """The body is not JSON at all: 422 `invalid_json`, before any field is looked at."""

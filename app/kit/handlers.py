@@ -9,11 +9,12 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
+from pydantic import ValidationError
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.kit.errors import ToolgateError
-from app.policy.checks import MissingCapability
+from app.kit.errors import InvalidJSON, ToolgateError
+from app.policy.tool import MissingCapability
 
 log = logging.getLogger("toolgate")
 
@@ -43,11 +44,7 @@ def validation_details(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-async def _validation(request: Request, exc: RequestValidationError) -> Response:
-    return await render_validation(list(exc.errors()))
-
-
-async def render_validation(errors: list[dict[str, Any]]) -> Response:
+def render_validation(errors: list[dict[str, Any]]) -> Response:
     """422 naming every bad field (or `invalid_json`), for FastAPI's errors and pydantic's."""
     if any(e.get("type") == "json_invalid" for e in errors):
         detail = next(e for e in errors if e.get("type") == "json_invalid")
@@ -59,11 +56,7 @@ async def render_validation(errors: list[dict[str, Any]]) -> Response:
                     {"fields": fields})
 
 
-async def _toolgate(request: Request, exc: ToolgateError) -> Response:
-    return envelope(exc.status, exc.code, exc.message, exc.details, headers=exc.headers)
-
-
-async def _missing_capability(request: Request, exc: MissingCapability) -> Response:
+def _missing_capability(exc: MissingCapability) -> Response:
     fields = [{"field": f, "message": "required for a tool that is not in the registry",
                "type": "missing"} for f in exc.fields]
     return envelope(422, "invalid_input",
@@ -71,47 +64,49 @@ async def _missing_capability(request: Request, exc: MissingCapability) -> Respo
                     {"fields": fields})
 
 
-async def _http(request: Request, exc: StarletteHTTPException) -> Response:
-    codes = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large",
-             400: "bad_request"}
-    return envelope(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail),
-                    headers=getattr(exc, "headers", None))
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large",
+               400: "bad_request"}
 
 
-async def _unstorable(request: Request, exc: Exception) -> Response:
-    # The database refused a value the schemas let through (the client's data, not an
-    # outage): a 4xx, and the transaction was rolled back, so nothing changed.
-    log.info("database refused a value: %s", exc)
-    return envelope(422, "invalid_input", "a value in the request cannot be stored")
-
-
-async def _integrity(request: Request, exc: Exception) -> Response:
-    # Writers of one resource are serialised (app/store/engine.py lock_key), so this is a
-    # conflict the caller can retry, not an outage.
-    log.info("integrity conflict: %s", exc)
-    return envelope(409, "conflict", "a concurrent change conflicted with this one; retry")
-
-
-async def _storage(request: Request, exc: Exception) -> Response:
-    log.warning("storage unavailable: %s", exc)
-    return envelope(503, "storage_unavailable", "the database is unavailable; try again",
-                    headers={"Retry-After": "1"})
-
-
-async def _unexpected(request: Request, exc: Exception) -> Response:
+def render(exc: Exception, *, method: str = "", path: str = "") -> Response:
+    """The one mapping from an error to its status and envelope (OPA's writer.ErrorAuto),
+    for every route and for the hot path, which calls it directly."""
+    if isinstance(exc, ToolgateError):
+        return envelope(exc.status, exc.code, exc.message, exc.details, headers=exc.headers)
+    if isinstance(exc, InvalidJSON):
+        return envelope(422, "invalid_json", str(exc))
+    if isinstance(exc, RequestValidationError | ValidationError):
+        return render_validation(list(exc.errors()))
+    if isinstance(exc, MissingCapability):
+        return _missing_capability(exc)
+    if isinstance(exc, StarletteHTTPException):
+        return envelope(exc.status_code, _HTTP_CODES.get(exc.status_code, "http_error"),
+                        str(exc.detail), headers=getattr(exc, "headers", None))
+    if isinstance(exc, DataError):
+        # The database refused a value the schemas let through (the client's data, not an
+        # outage): a 4xx, and the transaction was rolled back, so nothing changed.
+        log.info("database refused a value: %s", exc)
+        return envelope(422, "invalid_input", "a value in the request cannot be stored")
+    if isinstance(exc, IntegrityError):
+        # Writers of one resource are serialised (app/store/engine.py lock_key), so this is
+        # a conflict the caller can retry, not an outage.
+        log.info("integrity conflict: %s", exc)
+        return envelope(409, "conflict", "a concurrent change conflicted with this one; retry")
+    if isinstance(exc, OperationalError | DBAPIError | OSError):
+        log.warning("storage unavailable: %s", exc)
+        return envelope(503, "storage_unavailable", "the database is unavailable; try again",
+                        headers={"Retry-After": "1"})
     # Still the envelope, and never an allow: decisions are only sent from the route itself.
-    log.exception("unexpected error on %s %s", request.method, request.url.path)
+    log.exception("unexpected error on %s %s", method, path)
     return envelope(500, "internal", "internal error; the request was not completed")
 
 
+async def _handle(request: Request, exc: Exception) -> Response:
+    return render(exc, method=request.method, path=request.url.path)
+
+
 def install(app: FastAPI) -> None:
-    app.add_exception_handler(RequestValidationError, _validation)  # type: ignore[arg-type]
-    app.add_exception_handler(ToolgateError, _toolgate)  # type: ignore[arg-type]
-    app.add_exception_handler(MissingCapability, _missing_capability)  # type: ignore[arg-type]
-    app.add_exception_handler(StarletteHTTPException, _http)  # type: ignore[arg-type]
-    app.add_exception_handler(DataError, _unstorable)
-    app.add_exception_handler(IntegrityError, _integrity)
-    app.add_exception_handler(OperationalError, _storage)
-    app.add_exception_handler(DBAPIError, _storage)
-    app.add_exception_handler(OSError, _storage)
-    app.add_exception_handler(Exception, _unexpected)
+    for kind in (RequestValidationError, ToolgateError, MissingCapability,
+                 StarletteHTTPException, DataError, IntegrityError, OperationalError,
+                 DBAPIError, OSError, Exception):
+        app.add_exception_handler(kind, _handle)

@@ -1,15 +1,12 @@
-"""ASGI middleware: body size limit and JSON decoding that rejects NaN/Infinity."""
+"""ASGI middleware and body reading: the body size limit, strict JSON."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import orjson
-from fastapi import Request
-from fastapi.routing import APIRoute
 
-from app.auth.deps import authenticate_early
-from app.kit.errors import PayloadTooLarge
+from app.kit.errors import InvalidJSON, PayloadTooLarge
 from app.kit.handlers import envelope
 
 
@@ -84,45 +81,10 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
-
-class JSONRequest(Request):
-    """Parses bodies with orjson: strict RFC 8259 (NaN and Infinity are invalid JSON), and
-    bodies are JSON whatever the content type says (curl -d sends a form type)."""
-
-    async def json(self) -> Any:
-        if not hasattr(self, "_json"):
-            self._json = orjson.loads(await self.body())
-        return self._json
-
-
-class BatchRequest(JSONRequest):
-    """A batch may be sent as a bare JSON list; it means {"requests": [...]}."""
-
-    async def json(self) -> Any:
-        data = await super().json()
-        return {"requests": data} if isinstance(data, list) else data
-
-
-class JSONRoute(APIRoute):
-    request_class: type[JSONRequest] = JSONRequest
-
-    def get_route_handler(self):  # type: ignore[no-untyped-def]
-        handler = super().get_route_handler()
-        request_class = self.request_class
-
-        async def route(request: Request):  # type: ignore[no-untyped-def]
-            scope = request.scope
-            if scope["method"] not in ("GET", "HEAD", "DELETE"):
-                headers = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
-                headers.append((b"content-type", b"application/json"))
-                scope["headers"] = headers
-            request = request_class(scope, request.receive)
-            if scope["method"] not in ("GET", "HEAD", "DELETE"):
-                await authenticate_early(request)
-            return await handler(request)
-
-        return route
-
-
-class BatchRoute(JSONRoute):
-    request_class = BatchRequest
+def strict_json(raw: bytes) -> Any:
+    """The body parsed by orjson: strict RFC 8259 (NaN and Infinity are invalid JSON);
+    InvalidJSON (422 invalid_json) when it is not JSON at all. An empty body is None."""
+    try:
+        return orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError as exc:
+        raise InvalidJSON(f"body is not valid JSON: {exc.msg}") from None

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Query, Response
 
 from app.auth.deps import PrincipalDep
 from app.auth.keys import Principal
+from app.auth.routing import JSONRoute
 from app.auth.scope import (
     action_not_found,
     plan_not_found,
@@ -20,11 +21,11 @@ from app.auth.scope import (
     require_plan,
 )
 from app.decisions.audit import audit_change, record_in_transaction
-from app.kit.deps import CallerDep, NameParam, Session, State
+from app.kit.deps import CallerDep, NameParam, Session, SettingsDep
 from app.kit.errors import Conflict, InvalidInput, NotFound
-from app.kit.middleware import JSONRoute
 from app.kit.schemas import NAME_PATTERN
 from app.plans import repository as plan_repo
+from app.plans.deps import PlanCacheDep
 from app.plans.schemas import PlanIn, PlanList, PlanOut, ResolveIn, ResolveOut
 from app.plans.service import (
     PlanLock,
@@ -35,6 +36,7 @@ from app.plans.service import (
     resolve_stored,
     use_plan,
 )
+from app.policy.checks import check_plan_transition
 from app.profiles import repository as profile_repo
 
 router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["plans"])
@@ -43,10 +45,10 @@ router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["plans"])
 @router.post("/plans", response_model=PlanOut, status_code=201,
              responses={200: {"model": PlanOut, "description": "The same request again"},
                         409: {"description": "plan_id exists with a different request"}})
-async def create_plan(body: PlanIn, session: Session, response: Response, state: State,
+async def create_plan(body: PlanIn, session: Session, response: Response, settings: SettingsDep,
                       caller: CallerDep, principal: PrincipalDep) -> dict:
     if body.safety_profile is not None:
-        require_inline_allowed(principal, state.settings.allow_inline_profiles,
+        require_inline_allowed(principal, settings.allow_inline_profiles,
                                what="an inline safety_profile")
     if principal.scoped:
         await _check_plan_use(session, principal, body)
@@ -135,13 +137,10 @@ async def _transition(plan_id: str, transition: str, target: str, session: Sessi
     plan = await plan_repo.get_plan(session, plan_id)
     if plan is None or not principal.sees(plan.project):
         raise plan_not_found(plan_id)
-    if plan.read_only:
-        # Seed 001 layer 4: refuse before any state transition.
-        raise Conflict(
-            f"Plan '{plan_id}' is read-only: '{transition}' is refused",
-            code="plan_read_only", error="PlanReadOnlyError", hierarchy=["PlanReadOnlyError"],
-            plan_id=plan_id, transition=transition,
-        )
+    refused = check_plan_transition(plan_id, read_only=plan.read_only, transition=transition)
+    if refused is not None:  # before any state transition
+        raise Conflict(refused.message, code=refused.code, error=refused.error,
+                       hierarchy=list(refused.hierarchy), **refused.details)
     before = plan.state
     await plan_repo.set_plan_state(session, plan, target)
     await audit_change(session, caller, resource="plan", name=plan_id, project=plan.project,
@@ -169,10 +168,10 @@ def _lock_out(lock: PlanLock) -> dict:
 
 
 @router.post("/resolve", response_model=ResolveOut)
-async def resolve(body: ResolveIn, session: Session, state: State, caller: CallerDep,
+async def resolve(body: ResolveIn, session: Session, plans: PlanCacheDep, caller: CallerDep,
                   principal: PrincipalDep) -> dict:
     if body.plan_id is not None:
-        lock = await load_lock(session, state.plan_cache, body.plan_id)
+        lock = await load_lock(session, plans, body.plan_id)
         require_plan(principal, body.plan_id, lock.project)
         answer = _lock_out(lock)
         await _record_resolve(session, caller, body, answer, project=lock.project,

@@ -9,15 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from app.policy.denies import DENY_CODES
+from app.policy.denies import DENY_CODES, LAYER_CHECKS
 from app.policy.model import (
-    Capability,
-    CapabilityFields,
+    LAYERS,
     CheckResult,
     Context,
     Deny,
     Layer,
-    RegisteredTool,
     Tool,
     Verdict,
 )
@@ -36,8 +34,9 @@ Outcome = tuple[str, ...] | Deny
 Check = Callable[[Tool, Context, SafetyProfile | None], Outcome]
 
 
-def _deny(code: str, message: str, **details: Any) -> Deny:
-    """A deny whose class, hierarchy and check all come from the deny table."""
+def deny(code: str, message: str, **details: Any) -> Deny:
+    """A deny whose class, hierarchy and check all come from the deny table
+    (app/policy/denies.py): the only way the core, or anything else, makes one."""
     spec = DENY_CODES[code]
     return Deny(spec.error, spec.hierarchy, code, spec.check or "", message, details)
 
@@ -47,7 +46,7 @@ NO_PROFILE = ("skip", "no safety profile: profile checks do not apply (seed 000)
 
 def check_read_only(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
     if ctx.plan_read_only and tool.writes:
-        return _deny(
+        return deny(
             "read_only",
             f"Tool '{tool.name}' has writes=True but plan '{ctx.plan_id}' is read-only",
         )
@@ -63,7 +62,7 @@ def check_checkpoint(tool: Tool, ctx: Context, profile: SafetyProfile | None) ->
     if tool.checkpointable:
         return "pass", "tool is checkpointable"
     source = "context.require_checkpoints" if ctx.require_checkpoints else "the safety profile"
-    return _deny(
+    return deny(
         "checkpoint_required",
         f"Tool '{tool.name}' is not checkpointable but checkpoints are required by {source} "
         f"(plan '{ctx.plan_id}')",
@@ -78,7 +77,7 @@ def check_unsafe(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Out
         return "pass", "tool is not marked unsafe"
     if profile.allow_unsafe_tools:
         return "pass", "the safety profile allows unsafe tools"
-    return _deny(
+    return deny(
         "unsafe_tool",
         f"Tool '{tool.name}' is marked unsafe and the safety profile does not allow unsafe "
         f"tools (plan '{ctx.plan_id}')",
@@ -92,14 +91,14 @@ def check_skill_category(tool: Tool, ctx: Context, profile: SafetyProfile | None
     if not allowed:
         return "pass", "allowed_skill_categories is empty: every category is allowed"
     if tool.skill_category is None:
-        return _deny(
+        return deny(
             "skill_category_missing",
             f"Tool '{tool.name}' has no skill category (metadata 'tool_skill_category' is "
             f"missing) but the safety profile allows only {list(allowed)} (plan '{ctx.plan_id}')",
             allowed_skill_categories=list(allowed),
         )
     if tool.skill_category not in allowed:
-        return _deny(
+        return deny(
             "skill_category_not_allowed",
             f"Tool '{tool.name}' has skill category '{tool.skill_category}', which is not in "
             f"the allowed categories {list(allowed)} (plan '{ctx.plan_id}')",
@@ -118,7 +117,7 @@ def check_sandbox(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Ou
         return "pass", "tool does not write"
     if ctx.sandbox_id:
         return "pass", "a sandbox_id is set"
-    return _deny(
+    return deny(
         "sandbox_required",
         f"Tool '{tool.name}' has writes=True and needs a sandbox, but no sandbox_id is set "
         f"(plan '{ctx.plan_id}')",
@@ -132,7 +131,7 @@ def check_human_approval(tool: Tool, ctx: Context, profile: SafetyProfile | None
         return "pass", "the safety profile does not require human approval"
     if ctx.metadata.get("human_approved") is True:
         return "pass", "metadata.human_approved is true"
-    return _deny(
+    return deny(
         "human_approval_required",
         f"Tool '{tool.name}' requires human approval, but metadata 'human_approved' is not "
         f"true (plan '{ctx.plan_id}')",
@@ -144,14 +143,14 @@ def check_cost(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outco
         return NO_PROFILE
     per_plan, total = profile.max_cost_per_plan, profile.max_total_cost
     if per_plan is not None and ctx.accumulated_cost >= per_plan:
-        return _deny(
+        return deny(
             "plan_cost_limit_exceeded",
             f"Tool '{tool.name}' blocked: accumulated cost {ctx.accumulated_cost} meets or "
             f"exceeds max_cost_per_plan {per_plan} (plan '{ctx.plan_id}')",
             accumulated_cost=ctx.accumulated_cost, max_cost_per_plan=per_plan,
         )
     if total is not None and ctx.total_accumulated_cost >= total:
-        return _deny(
+        return deny(
             "total_cost_limit_exceeded",
             f"Tool '{tool.name}' blocked: total accumulated cost {ctx.total_accumulated_cost} "
             f"meets or exceeds max_total_cost {total} (plan '{ctx.plan_id}')",
@@ -167,7 +166,7 @@ def check_retry(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outc
         return NO_PROFILE
     limit = profile.max_retries_per_step
     if ctx.step_retry_count > limit:
-        return _deny(
+        return deny(
             "retry_limit_exceeded",
             f"Tool '{tool.name}' blocked: step retry count {ctx.step_retry_count} exceeds "
             f"max_retries_per_step {limit} (plan '{ctx.plan_id}')",
@@ -183,7 +182,7 @@ def check_confirmation(tool: Tool, ctx: Context, profile: SafetyProfile | None) 
         return "pass", "destructive tool runs as a dry run"
     if ctx.confirmed:
         return "pass", "destructive tool is confirmed"
-    return _deny(
+    return deny(
         "confirmation_required",
         f"Tool '{tool.name}' is destructive and may run only with dry_run=true or "
         f"confirmed=true; neither is set (plan '{ctx.plan_id}')",
@@ -200,7 +199,7 @@ def check_sandbox_paths(tool: Tool, ctx: Context, profile: SafetyProfile | None)
     if escape is None:
         return "pass", "every path argument stays inside the sandbox root"
     argument, reason = escape
-    return _deny(
+    return deny(
         "sandbox_path_escape",
         f"Tool '{tool.name}' argument '{argument}' {reason} (plan '{ctx.plan_id}')",
         argument=argument,
@@ -209,7 +208,7 @@ def check_sandbox_paths(tool: Tool, ctx: Context, profile: SafetyProfile | None)
 
 def check_write_guard(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
     if ctx.plan_read_only and tool.writes:
-        return _deny(
+        return deny(
             "write_denied",
             f"Write operation denied: tool '{tool.name}' cannot write in read-only context "
             f"(plan={ctx.plan_id})",
@@ -220,7 +219,7 @@ def check_write_guard(tool: Tool, ctx: Context, profile: SafetyProfile | None) -
 
 def check_changeset(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
     if ctx.plan_read_only and tool.writes:
-        return _deny(
+        return deny(
             "changeset_read_only",
             f"Cannot wrap write-capable tool '{tool.name}' in read-only ChangeSetCapture "
             f"(plan={ctx.plan_id})",
@@ -228,24 +227,26 @@ def check_changeset(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> 
     return "pass", "tool spec may be wrapped"
 
 
-# The order is the contract: the first failing check decides.
-RUNTIME_CHECKS: tuple[tuple[str, Check], ...] = (
-    ("read_only", check_read_only),
-    ("checkpoint", check_checkpoint),
-    ("unsafe", check_unsafe),
-    ("skill_category", check_skill_category),
-    ("sandbox", check_sandbox),
-    ("human_approval", check_human_approval),
-    ("cost", check_cost),
-    ("retry", check_retry),
-    ("confirmation", check_confirmation),
-    ("sandbox_paths", check_sandbox_paths),
-)
+# Each check's function, by the name the deny table (app/policy/denies.py) gives it. The
+# table, not this module, says which checks a layer runs and in which order.
+FUNCTIONS: dict[str, Check] = {
+    "read_only": check_read_only,
+    "checkpoint": check_checkpoint,
+    "unsafe": check_unsafe,
+    "skill_category": check_skill_category,
+    "sandbox": check_sandbox,
+    "human_approval": check_human_approval,
+    "cost": check_cost,
+    "retry": check_retry,
+    "confirmation": check_confirmation,
+    "sandbox_paths": check_sandbox_paths,
+    "write_guard": check_write_guard,
+    "changeset": check_changeset,
+}
 
 CHECKS_BY_LAYER: dict[Layer, tuple[tuple[str, Check], ...]] = {
-    Layer.RUNTIME: RUNTIME_CHECKS,
-    Layer.SKILL: (("write_guard", check_write_guard),),
-    Layer.CHANGESET: (("changeset", check_changeset),),
+    LAYERS[layer]: tuple((spec.name, FUNCTIONS[spec.name]) for spec in specs)
+    for layer, specs in LAYER_CHECKS.items()
 }
 
 
@@ -293,7 +294,7 @@ def unregistered(name: str, ctx: Context, *, writes: bool, explain: bool = False
     Check 1 still comes first: a read-only plan refuses a tool that says it writes."""
     tool = Tool(name=name, writes=writes, checkpointable=False, unsafe=False)
     read_only = check_read_only(tool, ctx, None)
-    deny = read_only if type(read_only) is Deny else _deny(
+    refusal = read_only if type(read_only) is Deny else deny(
         "tool_not_activated",
         f"Tool '{name}' is not in the tool registry and this project only allows registered "
         f"tools (plan '{ctx.plan_id}')",
@@ -301,57 +302,17 @@ def unregistered(name: str, ctx: Context, *, writes: bool, explain: bool = False
     )
     checks = None
     if explain:
-        first = (CheckResult("read_only", FAIL, deny.message) if deny is read_only
+        first = (CheckResult("read_only", FAIL, refusal.message) if refusal is read_only
                  else CheckResult("read_only", read_only[0], _reason(read_only)))  # type: ignore[index]
-        checks = (first, CheckResult("registry", SKIP if deny is read_only else FAIL,
-                                     "not reached" if deny is read_only else deny.message))
-    return Verdict(False, deny, checks)
+        checks = (first, CheckResult("registry", SKIP if refusal is read_only else FAIL,
+                                     "not reached" if refusal is read_only else refusal.message))
+    return Verdict(False, refusal, checks)
 
 
-class MissingCapability(ValueError):
-    """An unregistered tool did not say what it does; the service answers 422."""
-
-    def __init__(self, fields: list[str]) -> None:
-        super().__init__(", ".join(fields))
-        self.fields = fields
-
-
-def _category(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def effective_tool(
-    *,
-    name: str,
-    capability: CapabilityFields | None,
-    destructive: bool,
-    skill_category: str | None,
-    args: dict[str, Any],
-    metadata: dict[str, Any],
-    registered: RegisteredTool | None,
-    layer: Layer = Layer.RUNTIME,
-) -> Tool:
-    """Merge the registry's word with the request's: a request can only tighten (SPEC §3)."""
-    cap = capability or Capability()
-    category = (
-        (registered and registered.skill_category)
-        or _category(skill_category)
-        or _category(metadata.get("tool_skill_category"))
-    )
-    # Tool(...) positionally, in its field order (name, writes, checkpointable, unsafe,
-    # destructive, skill_category, args, path_args, registered): once per decision.
-    if registered is not None:
-        return Tool(name,
-                    registered.writes or bool(cap.writes),
-                    registered.checkpointable and cap.checkpointable is not False,
-                    registered.unsafe or bool(cap.unsafe),
-                    registered.destructive or destructive,
-                    category, args, registered.path_args, True)
-    if cap.writes is None or (layer is Layer.RUNTIME
-                              and (cap.checkpointable is None or cap.unsafe is None)):
-        required = ("writes", "checkpointable", "unsafe") if layer is Layer.RUNTIME \
-            else ("writes",)
-        raise MissingCapability(
-            [f"tool.capability.{f}" for f in required if getattr(cap, f) is None])
-    return Tool(name, bool(cap.writes), bool(cap.checkpointable), bool(cap.unsafe),
-                destructive, category, args)
+def check_plan_transition(plan_id: str, *, read_only: bool, transition: str) -> Deny | None:
+    """Seed 001 layer 4: a read-only plan refuses every state transition (execute,
+    lifecycle-apply) before anything changes."""
+    if read_only:
+        return deny("plan_read_only", f"Plan '{plan_id}' is read-only: '{transition}' is refused",
+                    plan_id=plan_id, transition=transition)
+    return None

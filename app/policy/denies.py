@@ -70,29 +70,53 @@ def hierarchy(name: str) -> tuple[str, ...]:
     return tuple(reversed(chain))
 
 
-# Which check (SPEC §3, in order) produces each code; codes of classes that no check of
-# this service produces yet (activation, execution...) are listed with None.
-CODE_CHECKS: dict[str, str | None] = {
-    "read_only": "read_only",
-    "checkpoint_required": "checkpoint",
-    "unsafe_tool": "unsafe",
-    "skill_category_missing": "skill_category",
-    "skill_category_not_allowed": "skill_category",
-    "sandbox_required": "sandbox",
-    "human_approval_required": "human_approval",
-    "plan_cost_limit_exceeded": "cost",
-    "total_cost_limit_exceeded": "cost",
-    "retry_limit_exceeded": "retry",
-    "confirmation_required": "confirmation",
-    "sandbox_path_escape": "sandbox_paths",
-    "tool_not_activated": "registry",
-    "activation_failed": None,
-    "execution_failed": None,
-    "deactivation_failed": None,
-    "write_denied": "write_guard",
-    "changeset_read_only": "changeset",
-    "plan_read_only": "plan_transition",
-    "unsafe_phrase": "screen",
+@dataclass(frozen=True, slots=True)
+class CheckSpec:
+    """A check: its name (in every decision's `deny.check` and `checks`) and the codes it
+    may produce."""
+
+    name: str
+    codes: tuple[str, ...]
+
+
+# The checks of each layer, in the order they run: the first failing check decides (SPEC
+# §3). app/policy/checks.py runs exactly these, in this order (it maps each name to its
+# function); nothing else decides.
+LAYER_CHECKS: dict[str, tuple[CheckSpec, ...]] = {
+    "runtime": (
+        CheckSpec("read_only", ("read_only",)),
+        CheckSpec("checkpoint", ("checkpoint_required",)),
+        CheckSpec("unsafe", ("unsafe_tool",)),
+        CheckSpec("skill_category", ("skill_category_missing", "skill_category_not_allowed")),
+        CheckSpec("sandbox", ("sandbox_required",)),
+        CheckSpec("human_approval", ("human_approval_required",)),
+        CheckSpec("cost", ("plan_cost_limit_exceeded", "total_cost_limit_exceeded")),
+        CheckSpec("retry", ("retry_limit_exceeded",)),
+        CheckSpec("confirmation", ("confirmation_required",)),
+        CheckSpec("sandbox_paths", ("sandbox_path_escape",)),
+    ),
+    "skill": (CheckSpec("write_guard", ("write_denied",)),),
+    "changeset": (CheckSpec("changeset", ("changeset_read_only",)),),
+}
+
+# Checks that are not a step of a layer's sequence, each decided by one core function:
+# `registry` replaces the runtime checks after `read_only` for a tool the registry does
+# not know in a project that requires registration (checks.unregistered); the plan
+# transition guard (checks.check_plan_transition, seed 001 layer 4) and the pre-model
+# phrase screen (screening.screen_deny, seed 003) answer routes of their own.
+OTHER_CHECKS: tuple[CheckSpec, ...] = (
+    CheckSpec("registry", ("tool_not_activated",)),
+    CheckSpec("plan_transition", ("plan_read_only",)),
+    CheckSpec("screen", ("unsafe_phrase",)),
+)
+
+# code -> the check that produces it; the codes of classes no check produces (activation,
+# execution, deactivation: reported by agents, SPEC §11) have none.
+CODE_CHECKS: dict[str, str] = {
+    code: spec.name
+    for specs in (*LAYER_CHECKS.values(), OTHER_CHECKS)
+    for spec in specs
+    for code in spec.codes
 }
 
 
@@ -105,7 +129,7 @@ class DenyCode:
 
 
 DENY_CODES: dict[str, DenyCode] = {
-    code: DenyCode(code, cls.name, hierarchy(cls.name), CODE_CHECKS[code])
+    code: DenyCode(code, cls.name, hierarchy(cls.name), CODE_CHECKS.get(code))
     for cls in ERROR_CLASSES
     for code in cls.codes
 }
@@ -116,7 +140,7 @@ def markdown_table() -> str:
     lines = ["| code | error class | parent | check |", "|---|---|---|---|"]
     for cls in ERROR_CLASSES:
         for code in cls.codes:
-            check = CODE_CHECKS[code]
+            check = CODE_CHECKS.get(code)
             parent = f"`{cls.parent}`" if cls.parent else "—"
             lines.append(f"| `{code}` | `{cls.name}` | {parent}"
                          f" | {f'`{check}`' if check else '—'} |")

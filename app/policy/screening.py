@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from app.policy.checks import deny
+from app.policy.model import Deny
+
 MAX_PHRASE_CHARS = 200
 MIN_SPECIFIC_CHARS = 4
 
@@ -79,3 +82,9 @@ def screen_skills(
             if phrase in lowered:
                 return skill, phrase
     return None
+
+
+def screen_deny(skill: str, phrase: str) -> Deny:
+    """The rejection of a text that contains `phrase`, one of `skill`'s unsafe phrases."""
+    return deny("unsafe_phrase", f"Request rejected before any model ran: it contains the "
+                f"unsafe phrase '{phrase}' of skill '{skill}'", skill=skill, matched_phrase=phrase)

@@ -8,11 +8,11 @@ from fastapi import APIRouter, Query, Response
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.deps import PrincipalDep
+from app.auth.routing import JSONRoute
 from app.auth.scope import action_not_found
 from app.decisions.audit import audit_change
 from app.kit.deps import CallerDep, NameParam, ProfileNameParam, Session
 from app.kit.errors import Conflict, InvalidInput, NotFound
-from app.kit.middleware import JSONRoute
 from app.kit.schemas import NAME_PATTERN
 from app.profiles import repository as profile_repo
 from app.profiles.schemas import (

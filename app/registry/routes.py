@@ -6,15 +6,17 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from app.authorize.service import new_decision_id
+from app.auth.routing import JSONRoute
 from app.decisions.audit import audit_change, record_decisions
+from app.decisions.deps import DecisionLogDep
 from app.decisions.records import new_record
 from app.kit.bodies import bad, parse_items
-from app.kit.deps import CallerDep, NameParam, Session, State
+from app.kit.caller import new_decision_id
+from app.kit.deps import CallerDep, NameParam, Session, Sessions
 from app.kit.errors import NotFound
-from app.kit.middleware import JSONRoute
-from app.policy.screening import phrase_warnings, screen, screen_skills
+from app.policy.screening import phrase_warnings, screen, screen_deny, screen_skills
 from app.registry import repository as registry_repo
+from app.registry.deps import RegistryDep
 from app.registry.schemas import (
     MAX_TEXT_CHARS,
     RegistrySettingsIn,
@@ -54,7 +56,7 @@ def _tool(row: RegistryTool) -> dict[str, Any]:
 
 @router.put("/tools/{name}", response_model=ToolOut,
             responses={201: {"model": ToolOut, "description": "Created"}})
-async def put_tool(name: NameParam, body: ToolDefIn, session: Session, state: State,
+async def put_tool(name: NameParam, body: ToolDefIn, session: Session, registry: RegistryDep,
                    response: Response, caller: CallerDep) -> dict:
     """Register or reclassify a tool; decisions on every replica use it within the
     registry's staleness bound (`registry_ttl_seconds`), on this one at once."""
@@ -68,7 +70,7 @@ async def put_tool(name: NameParam, body: ToolDefIn, session: Session, state: St
         path_args=list(dict.fromkeys(body.path_args)),
     )
     if changed:
-        state.registry.invalidate_on_commit(session)
+        registry.invalidate_on_commit(session)
         await audit_change(session, caller, resource="tool", name=name,
                            operation="create" if created else "update",
                            before=before, after=_tool_config(row))
@@ -94,13 +96,13 @@ async def get_tool(name: NameParam, session: Session) -> dict:
 
 
 @router.delete("/tools/{name}", status_code=204)
-async def delete_tool(name: NameParam, session: Session, state: State,
+async def delete_tool(name: NameParam, session: Session, registry: RegistryDep,
                       caller: CallerDep) -> Response:
     existing = await registry_repo.get_tool(session, name)
     before = _tool_config(existing) if existing else None
     if not await registry_repo.delete_tool(session, name):
         raise NotFound(f"tool '{name}' is not in the registry", tool=name)
-    state.registry.invalidate_on_commit(session)
+    registry.invalidate_on_commit(session)
     await audit_change(session, caller, resource="tool", name=name, operation="delete",
                        before=before, after=None)
     return Response(status_code=204)
@@ -173,13 +175,14 @@ async def delete_skill(name: NameParam, session: Session, caller: CallerDep) -> 
 
 @router.post("/screen", response_model=ScreenOut,
              summary="Pre-model rejection: does the text contain a skill's unsafe phrase?")
-async def screen_text(body: ScreenIn, state: State, caller: CallerDep) -> dict:
+async def screen_text(body: ScreenIn, sessions: Sessions, decision_log: DecisionLogDep,
+                      caller: CallerDep) -> dict:
     """Deterministic: `phrase in text.lower()`, phrases in the skill's stored order, first
     match wins. Without `skill`, every skill is screened in name order. A rejection is a
     successful answer (200), like a deny."""
     # A read-only session, closed before the decision is recorded: holding it (on SQLite,
     # a write transaction for a POST) while the log writer waits for the lock would stall.
-    async with state.sessions() as session:
+    async with sessions() as session:
         if body.skill is not None:
             row = await _get_skill(session, body.skill)
             phrase = screen(body.text, row.unsafe_phrases)
@@ -194,15 +197,14 @@ async def screen_text(body: ScreenIn, state: State, caller: CallerDep) -> dict:
                   "message": "no unsafe phrase matched"}
     else:
         skill, phrase = match
+        rejection = screen_deny(skill, phrase)
         answer = {"decision_id": decision_id, "rejected": True, "matched_phrase": phrase,
-                  "skill": skill, "error": "UnsafeRequestRejectedError",
-                  "code": "unsafe_phrase",
-                  "message": f"Request rejected before any model ran: it contains the unsafe "
-                             f"phrase '{phrase}' of skill '{skill}'"}
+                  "skill": skill, "error": rejection.error, "code": rejection.code,
+                  "message": rejection.message}
     # Like any decision: recorded before it is answered (503 otherwise).
-    await record_decisions(state.decision_log, [new_record(
+    await record_decisions(decision_log, [new_record(
         "screen", decision_id, allowed=not answer["rejected"], code=answer["code"],
-        error=answer["error"], check="screen" if answer["rejected"] else None,
+        error=answer["error"], check=rejection.check if match is not None else None,
         request_id=caller.request_id, key_id=caller.key_id,
         detail={"skill": answer["skill"], "matched_phrase": answer["matched_phrase"],
                 "text": body.text[:SCREEN_TEXT_KEPT], "text_length": len(body.text)},
@@ -283,7 +285,7 @@ async def safety_test(name: NameParam, request: Request, session: Session) -> di
 
 @router.put("/projects/{project}/registry-settings", response_model=RegistrySettingsOut)
 async def put_registry_settings(project: NameParam, body: RegistrySettingsIn,
-                                session: Session, state: State, caller: CallerDep) -> dict:
+                                session: Session, registry: RegistryDep, caller: CallerDep) -> dict:
     """`deny_unregistered_tools`: decisions in this project refuse tools missing from the
     registry instead of trusting a submitted capability."""
     existing = await registry_repo.get_registry_settings(session, project)
@@ -291,7 +293,7 @@ async def put_registry_settings(project: NameParam, body: RegistrySettingsIn,
     row = await registry_repo.put_registry_settings(
         session, project, deny_unregistered_tools=body.deny_unregistered_tools
     )
-    state.registry.invalidate_on_commit(session)
+    registry.invalidate_on_commit(session)
     if before != row.deny_unregistered_tools:
         await audit_change(session, caller, resource="registry_settings", name=project,
                            project=project, operation="update",

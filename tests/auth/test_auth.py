@@ -116,7 +116,7 @@ def test_the_hot_routes_hash_memory_is_bounded():
 
 async def test_only_a_hash_of_the_secret_is_stored(client):
     created = await new_key(client, "auditor")
-    state = client.app.state.toolgate
+    state = client.app.state
     async with state.sessions() as session:
         row = (await session.execute(select(ApiKey))).scalar_one()
         log = (await session.execute(select(LogRecord.detail))).scalars().all()
@@ -151,11 +151,11 @@ async def test_expired_key_is_refused(client):
     created = await new_key(client, "agent", None, expires_at=soon)
     assert created["expires_at"] is not None
     assert (await client.get("/v1/errors", headers=bearer(created["key"]))).status_code == 200
-    state = client.app.state.toolgate
+    state = client.app.state
     async with state.sessions() as session, session.begin():
         await session.execute(update(ApiKey).where(ApiKey.id == created["id"])
                               .values(expires_at=datetime.now(UTC) - timedelta(seconds=1)))
-    state.key_cache.clear()
+    state.auth.key_cache.clear()
     r = await client.get("/v1/errors", headers=bearer(created["key"]))
     assert r.status_code == 401
 
@@ -379,11 +379,11 @@ async def test_revocation_reaches_another_instance(client, settings, database_ur
     ttl = 3600.0 if postgres else 0.2
     agent = await new_key(client, "agent")
     async with second_app(settings.model_copy(update={"key_cache_ttl_seconds": ttl})) as b:
-        notifier = b.app.state.toolgate.notifier
+        notifier = b.app.state.notifier
         if postgres:
             await asyncio.wait_for(notifier.listening.wait(), 10)
         assert (await b.get("/v1/errors", headers=bearer(agent["key"]))).status_code == 200
-        assert len(b.app.state.toolgate.key_cache) == 1
+        assert len(b.app.state.auth.key_cache) == 1
         assert (await client.delete(f"/v1/keys/{agent['id']}")).status_code == 204
         # The revoking process refuses it at once.
         assert (await client.get("/v1/errors", headers=bearer(agent["key"]))).status_code == 401
@@ -402,7 +402,7 @@ async def test_the_listener_reconnects_and_still_invalidates(client, settings, d
 
     replica_settings = settings.model_copy(update={"key_cache_ttl_seconds": 3600.0})
     async with second_app(replica_settings) as b:
-        notifier = b.app.state.toolgate.notifier
+        notifier = b.app.state.notifier
         notifier.retry_seconds = 0.05
         await asyncio.wait_for(notifier.listening.wait(), 10)
         admin = await asyncpg.connect(PG_DSN)
@@ -446,7 +446,7 @@ async def test_a_cached_key_is_renewed_in_the_background_before_it_expires(clien
     back (another process, no NOTIFY) is refused before the ttl runs out."""
     from app.auth.keys import Authenticator
 
-    state = client.app.state.toolgate
+    state = client.app.state
     reads = [0]
 
     def sessions():  # counts database reads
@@ -488,7 +488,7 @@ async def test_concurrent_lookups_of_one_key_share_one_read(client):
     again and are refused."""
     from app.auth.keys import Authenticator
 
-    state = client.app.state.toolgate
+    state = client.app.state
     reads = [0]
 
     def sessions():  # counts database reads
@@ -518,7 +518,7 @@ async def test_concurrent_lookups_of_one_key_share_one_read(client):
 async def test_a_caller_going_away_does_not_cancel_the_shared_read(client):
     from app.auth.keys import Authenticator
 
-    state = client.app.state.toolgate
+    state = client.app.state
     auth = Authenticator(sessions=state.sessions, admin_token=None, cache=KeyCache(ttl=10))
     created = await new_key(client, "agent")
     key_hash = hash_secret(created["key"])
@@ -644,7 +644,7 @@ async def test_the_admin_token_is_an_admin(client):
 
 async def test_direct_sql_sees_no_secret_column(client):
     """Nothing in the schema could hold a secret: only the hash and a short prefix."""
-    state = client.app.state.toolgate
+    state = client.app.state
     async with state.engine.connect() as conn:
         row = (await conn.execute(text("SELECT * FROM api_keys"))).keys()
     assert set(row) == {"id", "name", "role", "projects", "key_hash", "prefix", "created_at",

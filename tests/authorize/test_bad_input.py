@@ -261,7 +261,7 @@ async def test_a_body_past_the_limit_without_content_length_is_413(both_paths):
 async def test_a_client_gone_mid_body_gets_nothing_and_nothing_is_decided(both_paths):
     import orjson
 
-    log = both_paths.app.state.toolgate.decision_log
+    log = both_paths.app.state.decision_log
     before = log.records if log is not None else 0
     body = orjson.dumps({"tool": TOOL})
     status, _ = await _post_in_parts(both_paths.app, "/v1/authorize-tool", [body[:10]],

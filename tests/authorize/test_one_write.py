@@ -116,7 +116,7 @@ async def test_garbage_pipelined_behind_a_request_is_answered_as_stock_uvicorn_d
 
 
 async def test_an_answer_is_not_held_when_another_hook_follows_the_log(client, plan):
-    log = client.app.state.toolgate.decision_log
+    log = client.app.state.decision_log
     await _serve(client.app, HttpToolsProtocol, _request(plan), 1)
     hook = log.after_ack
     log.after_ack = lambda number: None  # not this outbox's flush: nothing would write
@@ -162,7 +162,7 @@ async def test_the_answers_of_one_commit_leave_together_after_all_were_decided(c
 
 
 async def test_the_log_runs_its_after_ack_hook_after_the_requests_it_released(client):
-    log = client.app.state.toolgate.decision_log
+    log = client.app.state.decision_log
     events: list[tuple[str, int | None]] = []
     hook = log.after_ack
     log.after_ack = lambda number: events.append(("hook", number))

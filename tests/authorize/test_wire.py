@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from app.authorize.schemas import AuthorizeIn
 from app.authorize.wire import AuthorizeWire, decode_authorize, decode_authorize_json
-from app.policy.checks import MissingCapability
+from app.policy.tool import MissingCapability
 
 I64 = 2**63 - 1
 

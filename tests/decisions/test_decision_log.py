@@ -184,7 +184,7 @@ async def test_concurrent_decisions_share_commits_and_chain_stays_whole(client):
         for _ in range(200)
     ])
     assert all(r.status_code == 200 for r in responses)
-    log = client.app.state.toolgate.decision_log
+    log = client.app.state.decision_log
     assert log.records >= 200 and log.batches < log.records
     assert (await client.get("/v1/audit/verify")).json()["ok"] is True
 
@@ -320,7 +320,7 @@ async def process_client(settings):  # type: ignore[no-untyped-def]
     """A client whose decision log has a writer process: the default (`auto`) on either
     database, asked for as `process` here so that no default can change what is tested."""
     async with app_client(settings.model_copy(update={"decision_log_writer": "process"})) as c:
-        assert c.app.state.toolgate.decision_log._process is not None
+        assert c.app.state.decision_log._process is not None
         yield c
 
 
@@ -333,7 +333,7 @@ async def test_a_writer_that_dies_fails_what_it_held_and_is_replaced(process_cli
     await _plan(process_client)
     authorize = {"plan_id": "p-1", "tool": READER}
     assert (await process_client.post("/v1/authorize-tool", json=authorize)).status_code == 200
-    log = process_client.app.state.toolgate.decision_log
+    log = process_client.app.state.decision_log
     pid = log._process.pid
     os.kill(pid, signal.SIGSTOP)  # holds the next frame without acknowledging it
     pending = asyncio.ensure_future(process_client.post("/v1/authorize-tool", json=authorize))
@@ -359,7 +359,7 @@ async def test_a_new_writers_frames_are_not_failed_with_the_old_writer(process_c
     await _plan(process_client)
     authorize = {"plan_id": "p-1", "tool": READER}
     assert (await process_client.post("/v1/authorize-tool", json=authorize)).status_code == 200
-    log = process_client.app.state.toolgate.decision_log
+    log = process_client.app.state.decision_log
     old = log._process
     exited = old.wait
 
@@ -398,7 +398,7 @@ async def test_a_decision_not_committed_in_time_is_refused(client, settings):
                                      headers=dict(client.headers)) as other:
             authorize = {"plan_id": "p-1", "tool": READER}
             assert (await other.post("/v1/authorize-tool", json=authorize)).status_code == 200
-            pid = app.state.toolgate.decision_log._process.pid
+            pid = app.state.decision_log._process.pid
             os.kill(pid, signal.SIGSTOP)
             try:
                 r = await other.post("/v1/authorize-tool", json=authorize)
@@ -433,7 +433,7 @@ def _pg_settings(url: str, **changes: object) -> Settings:
 
 
 async def _writer_backend(client: httpx.AsyncClient) -> int:
-    store = client.app.state.toolgate.decision_log._local.writer.store  # type: ignore[attr-defined]
+    store = client.app.state.decision_log._local.writer.store  # type: ignore[attr-defined]
     return store._conn.get_server_pid()
 
 
@@ -462,7 +462,7 @@ async def _authorized_once(client: httpx.AsyncClient) -> dict:
 async def test_by_default_a_postgres_worker_commits_through_its_own_writer_process(
         postgres_url):
     async with app_client(_pg_settings(postgres_url, decision_log_writer="auto")) as client:
-        log = client.app.state.toolgate.decision_log
+        log = client.app.state.decision_log
         authorize = await _authorized_once(client)
         assert log._local is None and log._process is not None
         r = await client.post("/v1/authorize-tool", json=authorize)
@@ -476,7 +476,7 @@ async def test_inline_a_postgres_worker_commits_on_its_own_event_loop(postgres_u
     on the worker's event loop: no writer process; every decision is recorded once and the
     chain verifies."""
     async with app_client(_pg_settings(postgres_url)) as client:
-        log = client.app.state.toolgate.decision_log
+        log = client.app.state.decision_log
         assert log._process is None and log._local is not None
         await _plan(client)
         authorize = {"plan_id": "p-1", "tool": READER}
@@ -605,4 +605,4 @@ async def test_while_the_writer_process_stalls_the_records_waiting_are_bounded(
                                           "decision_log_max_batch": 4})
     async with app_client(changed) as client:
         await _bounded_while_stalled(
-            client, _stopped(client.app.state.toolgate.decision_log._process))
+            client, _stopped(client.app.state.decision_log._process))

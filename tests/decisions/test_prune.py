@@ -15,7 +15,7 @@ async def test_prune_keeps_the_rest_verifiable(client):
     cut = datetime.now(UTC)
     for _ in range(3):
         await client.post("/v1/authorize-tool", json={"tool": TOOL})
-    result = await prune(client.app.state.toolgate.sessions, cut)
+    result = await prune(client.app.state.sessions, cut)
     assert result["deleted"] == 4 and result["anchor_seq"] == 4
     records = [orjson.loads(line) for line in
                (await client.get("/v1/audit/export")).text.splitlines()]
@@ -24,7 +24,7 @@ async def test_prune_keeps_the_rest_verifiable(client):
     status = (await client.get("/v1/audit/verify")).json()
     assert status["ok"] is True and status["checked"] == 4
     # Nothing to prune is not an error.
-    assert (await prune(client.app.state.toolgate.sessions,
+    assert (await prune(client.app.state.sessions,
                         datetime(2000, 1, 1, tzinfo=UTC)))["deleted"] == 0
 
 

@@ -313,7 +313,7 @@ async def test_the_app_passes_the_writers_niceness_to_its_decision_log(tmp_path)
     await asyncio.to_thread(migrate.upgrade, url)
     settings = Settings(database_url=url, admin_token=ADMIN_TOKEN, decision_log_writer_nice=3)
     async with app_client(settings) as client:
-        log = client.app.state.toolgate.decision_log
+        log = client.app.state.decision_log
         assert orjson.loads(log._config)["nice"] == 3
 
 

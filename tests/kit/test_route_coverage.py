@@ -118,7 +118,7 @@ async def _key(client: httpx.AsyncClient, role: str, projects: list[str] | None)
 
 
 async def test_every_route_refuses_missing_revoked_expired_and_wrong_keys(client):
-    state = client.app.state.toolgate
+    state = client.app.state
     # Something for every parameter to point at, in project "proj".
     assert (await client.put("/v1/profiles/probe", json={"safety": {}})).status_code == 201
     await client.put("/v1/projects/proj", json={"automation_profile": None})

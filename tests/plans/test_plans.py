@@ -126,7 +126,7 @@ async def test_requests_for_an_uncached_plan_share_one_read(client):
     from app.kit.errors import NotFound
     from app.plans.service import PlanCache
 
-    state = client.app.state.toolgate
+    state = client.app.state
     reads = [0]
 
     def sessions():  # counts database reads

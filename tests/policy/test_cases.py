@@ -16,9 +16,10 @@ from pydantic import ValidationError
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # repo root, for `tests.*`
 
 from app.authorize.schemas import AuthorizeIn  # noqa: E402
-from app.policy.checks import CHECKS_BY_LAYER, MissingCapability, evaluate  # noqa: E402
+from app.policy.checks import CHECKS_BY_LAYER, evaluate  # noqa: E402
 from app.policy.denies import CLASSES_BY_NAME, DENY_CODES, hierarchy  # noqa: E402
 from app.policy.model import Layer, Verdict  # noqa: E402
+from app.policy.tool import MissingCapability  # noqa: E402
 from tests.casefiles import load_cases  # noqa: E402
 
 DECISION_CASES = load_cases("decision")

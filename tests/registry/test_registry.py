@@ -100,7 +100,7 @@ async def test_registry_settings(client):
 
 
 async def test_change_through_this_process_is_seen_at_once(client):
-    state = client.app.state.toolgate
+    state = client.app.state
     cache: RegistryCache = state.registry
     cache.ttl = 3600.0  # only the invalidation can make the change visible
     await cache.ensure_fresh(state.sessions)
@@ -128,7 +128,7 @@ async def test_a_second_replica_sees_changes_within_ttl(client, database_url):
     """Two app instances on one database: B's cache follows A's changes (ttl 0)."""
     other = create_app(Settings(database_url=database_url, registry_ttl_seconds=0))
     async with other.router.lifespan_context(other):
-        state = other.state.toolgate
+        state = other.state
         cache: RegistryCache = state.registry
         await cache.ensure_fresh(state.sessions)
         assert cache.get("fs.write") is None
@@ -153,7 +153,7 @@ async def test_a_second_replica_sees_changes_within_ttl(client, database_url):
 
 
 async def test_identical_put_does_not_bump_the_version(client):
-    state = client.app.state.toolgate
+    state = client.app.state
     cache: RegistryCache = state.registry
     await client.put("/v1/tools/t", json=WRITER)
     await cache.ensure_fresh(state.sessions)
@@ -169,7 +169,7 @@ async def _cache_then_change_elsewhere(client, database_url):  # type: ignore[no
     same database (another process or replica, as far as caches go)."""
     now = [0.0]
     cache = RegistryCache(ttl=1.0, clock=lambda: now[0])
-    sessions = client.app.state.toolgate.sessions
+    sessions = client.app.state.sessions
     await cache.ensure_fresh(sessions)
     other = create_app(Settings(database_url=database_url, admin_token=ADMIN_TOKEN))
     async with other.router.lifespan_context(other):

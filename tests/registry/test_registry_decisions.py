@@ -156,7 +156,7 @@ async def test_registry_change_reaches_another_replica(client, settings, databas
     import asyncio
     import time
 
-    from tests.api.test_auth import second_app
+    from tests.auth.test_auth import second_app
 
     postgres = database_url.startswith("postgresql")
     ttl = 3600.0 if postgres else 0.2

@@ -17,10 +17,10 @@ from app.authorize import hotpath as fastpath
 from app.decisions import log as decision_log
 from app.decisions.log import RecordingFailed
 from app.main import create_app
-from toolgate_uvicorn import protocol
-from toolgate_uvicorn.protocol import ToolgateHttpToolsProtocol
 from tests.conftest import ADMIN_TOKEN
 from tests.uvicorn_wire import Recording, answered, connect, responses
+from toolgate_uvicorn import protocol
+from toolgate_uvicorn.protocol import ToolgateHttpToolsProtocol
 
 READER = {"name": "fs.read", "capability": {"writes": False, "checkpointable": True,
                                             "unsafe": False}}
@@ -164,14 +164,14 @@ async def test_what_memory_cannot_answer_gets_the_asgi_apps_answer(client, plan,
 
 async def test_a_decision_that_cannot_be_recorded_is_a_503_and_never_an_allow(
         client, plan, monkeypatch):
-    log = client.app.state.toolgate.decision_log
     loop = asyncio.get_running_loop()
 
     def failing(records, done):  # the writer refuses the frame, as when its database is down
         loop.call_soon(done, None, RecordingFailed("database is down"))
         return True
 
-    monkeypatch.setattr(log, "submit", failing)
+    # The recorder main.py handed to the transport (the decision log's submit).
+    monkeypatch.setattr(client.app.fast_path, "submit", failing)
     transport = Recording()
     proto = connect(client.app, ToolgateHttpToolsProtocol, transport)
     proto.data_received(_request(plan))
