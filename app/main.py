@@ -21,8 +21,9 @@ from app.authorize.routes import batch_router
 from app.authorize.routes import router as decide_router
 from app.authorize.service import Authorizer
 from app.config import Settings
-from app.decisions.log import WRITER_SOCKET_ENV, DecisionLog
+from app.decisions.log import DecisionLog
 from app.decisions.routes import router as decisions_router
+from app.decisions.writer.start import WRITER_SOCKET_ENV
 from app.health.routes import router as health_router
 from app.kit import handlers
 from app.kit.middleware import BodyLimit

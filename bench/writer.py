@@ -55,7 +55,7 @@ def capacity(url: str, warmup: bytes, data: bytes, count: int, *,
              timeout: float = 120) -> dict[str, Any]:
     """Feed `warmup` (one frame), then `data` (count frames), to a private writer process
     on `url`; every frame must be acknowledged without an error, within `timeout`."""
-    from app.decisions.log import writer_config
+    from app.decisions.writer.start import writer_config
 
     config = writer_config(url, max_batch=512, timeout=30, sqlite_synchronous="FULL")
     with tempfile.TemporaryFile() as errors:  # the writer's log: shown if it fails

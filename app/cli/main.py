@@ -88,7 +88,7 @@ def _shared_writer(settings: Settings, workers: int) -> Iterator[None]:
     if workers <= 1 or not settings.decision_log_enabled:
         yield
         return
-    from app.decisions.log import WRITER_SOCKET_ENV, start_shared_writer
+    from app.decisions.writer.start import WRITER_SOCKET_ENV, start_shared_writer
 
     folder = tempfile.mkdtemp(prefix="toolgate-")  # mode 0700: only this user connects
     socket_path = os.path.join(folder, "decision-log.sock")

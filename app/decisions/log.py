@@ -3,9 +3,10 @@
 
 "No record, no allow": a decision's answer is sent only after its record is committed.
 Each worker process hands its decisions' records to its own writer process
-(`app/decisions/writer.py`): the records produced in one turn of the event loop go as one
+(`app/decisions/writer/`): the records produced in one turn of the event loop go as one
 frame down a pipe (several, of FRAME_REQUESTS requests each, in a busy turn), and the
-writer commits whatever frames have arrived in one transaction.
+writer commits whatever frames have arrived in one transaction. How a writer process is
+configured, and the shared one started, is app/decisions/writer/start.py.
 Durability thus costs one commit per batch rather than per decision, and the hashing, the
 driver and the commit run on another core instead of taking the worker's GIL from requests.
 Every writer, in any process or replica, extends the chain under a lock on the single
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import subprocess
 import sys
 from collections.abc import Callable
 from functools import partial
@@ -26,13 +26,12 @@ from typing import Any
 
 import orjson
 from sqlalchemy import insert, update
-from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.config import asyncpg_dsn
 from app.decisions.chain import canonical_details, chain_rows
 from app.decisions.tables import ChainHead, LogRecord
-from app.decisions.writer import CANNOT_BE_WRITTEN, InProcess
+from app.decisions.writer.loop import CANNOT_BE_WRITTEN, InProcess
+from app.decisions.writer.start import writer_config
 from app.store.base import utcnow
 
 log = logging.getLogger("toolgate.decisions")
@@ -57,34 +56,6 @@ async def append(session: AsyncSession, records: list[dict[str, Any]]) -> None:
     rows, seq, prev = chain_rows(records, head.seq, head.hash)
     await session.execute(insert(_LOG), rows)
     await session.execute(update(_HEAD).where(_HEAD.c.id == 1).values(seq=seq, hash=prev))
-
-
-def writer_config(database_url: str, *, max_batch: int, timeout: float,
-                  sqlite_synchronous: str) -> dict[str, Any]:
-    """The writer process's configuration (sent on its stdin, not its command line)."""
-    dsn = asyncpg_dsn(database_url)
-    if dsn is None:
-        return {"sqlite": make_url(database_url).database or "toolgate.db",
-                "synchronous": sqlite_synchronous, "max_batch": max_batch}
-    return {"postgresql": dsn, "timeout": timeout, "max_batch": max_batch}
-
-
-# Set by `toolgate serve` for its workers (not a setting: it is wiring, not configuration).
-WRITER_SOCKET_ENV = "TOOLGATE_INTERNAL_DECISION_LOG_SOCKET"
-
-
-def start_shared_writer(database_url: str, *, max_batch: int, timeout: float,
-                        sqlite_synchronous: str, socket_path: str) -> subprocess.Popen:
-    """The one writer all of a server's workers connect to (`toolgate serve --workers N`);
-    closing its stdin shuts it down once the workers have gone."""
-    process = subprocess.Popen([sys.executable, "-m", "app.decisions.writer",
-                                "--listen", socket_path], stdin=subprocess.PIPE)
-    assert process.stdin is not None
-    process.stdin.write(orjson.dumps(writer_config(
-        database_url, max_batch=max_batch, timeout=timeout,
-        sqlite_synchronous=sqlite_synchronous)) + b"\n")
-    process.stdin.flush()
-    return process
 
 
 # A frame leaves at the end of the loop turn, or as soon as this many requests wait in it:

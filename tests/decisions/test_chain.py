@@ -21,7 +21,7 @@ from app.decisions.chain import (
     verify,
 )
 from app.decisions.records import PG_EPOCH, RECORD_FIELDS, iso_from_ns, parse_iso, pg_micros
-from app.decisions.writer import _sqlite_text, _sqlite_time
+from app.decisions.writer.sqlite import _sqlite_text, _sqlite_time
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1)

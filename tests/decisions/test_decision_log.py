@@ -309,8 +309,8 @@ async def test_verify_up_to_now_finds_truncation(client, settings):
 
 
 def test_the_writer_process_writes_every_column_of_the_table():
+    from app.decisions.chain import COLUMNS
     from app.decisions.tables import LogRecord
-    from app.decisions.writer import COLUMNS
 
     assert COLUMNS == tuple(c.name for c in LogRecord.__table__.columns)
 

@@ -14,7 +14,9 @@ import pytest
 
 from app.decisions.log import FRAME_REQUESTS, DecisionLog, RecordingFailed
 from app.decisions.records import RECORD_FIELDS
-from app.decisions.writer import PostgresStore, Source, SQLiteStore, Writer, groups
+from app.decisions.writer.loop import Source, Writer, groups
+from app.decisions.writer.postgres import PostgresStore
+from app.decisions.writer.sqlite import SQLiteStore
 from app.store import migrate
 
 
@@ -128,10 +130,11 @@ async def test_batches_chain_onto_records_other_transactions_added(database_url)
     from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
     from app.decisions.chain import GENESIS, verify
-    from app.decisions.log import append, writer_config
+    from app.decisions.log import append
     from app.decisions.records import iso, iso_from_ns, new_record
     from app.decisions.tables import LogRecord
-    from app.decisions.writer import open_store
+    from app.decisions.writer.loop import open_store
+    from app.decisions.writer.start import writer_config
 
     def _iso(record: dict) -> dict:  # as Writer.commit hands records to the store
         return {**record, "created_at": iso_from_ns(record["created_at"])}
@@ -169,10 +172,10 @@ async def test_two_writers_on_one_chain_both_get_every_batch_in(database_url):
     from sqlalchemy.ext.asyncio import create_async_engine
 
     from app.decisions.chain import GENESIS, verify
-    from app.decisions.log import writer_config
     from app.decisions.records import iso, iso_from_ns
     from app.decisions.tables import LogRecord
-    from app.decisions.writer import open_store
+    from app.decisions.writer.loop import open_store
+    from app.decisions.writer.start import writer_config
 
     config = writer_config(database_url, max_batch=512, timeout=5, sqlite_synchronous="FULL")
     stores = [open_store(config), open_store(config)]
@@ -236,24 +239,24 @@ async def test_inline_a_frame_refused_as_unwritable_with_no_record_to_blame_fail
     """The writer refuses a frame as "cannot be written" while every record in it
     serialises (so none can be singled out): its requests fail, rather than being sent
     again, refused again, for ever. The log goes on."""
-    import app.decisions.writer as writer_module
+    import app.decisions.writer.postgres as postgres_module
     from app.decisions.chain import Unhashable
 
     log = DecisionLog(postgres_url, writer="inline")
     await log.start()
-    chain_values = writer_module.chain_values
+    chain_values = postgres_module.chain_values
 
     def refuse(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise Unhashable("refused")
 
     try:
-        monkeypatch.setattr(writer_module, "chain_values", refuse)
+        monkeypatch.setattr(postgres_module, "chain_values", refuse)
         results = await asyncio.wait_for(asyncio.gather(
             log.write([_record("one")]), log.write([_record("two")]),
             return_exceptions=True), timeout=10)
         assert all(isinstance(r, RecordingFailed) and "cannot be written" in str(r)
                    for r in results)
-        monkeypatch.setattr(writer_module, "chain_values", chain_values)
+        monkeypatch.setattr(postgres_module, "chain_values", chain_values)
         await log.write([_record("three")])
     finally:
         await log.close()
@@ -267,7 +270,7 @@ def _niceness(pid: int) -> int:
 async def test_a_workers_own_writer_runs_below_it_and_the_shared_one_does_not(tmp_path):
     """decision_log_writer_nice lowers the priority of a worker's own writer process, which
     only its worker waits on; the shared writer of `--workers N` keeps the server's."""
-    from app.decisions.log import start_shared_writer
+    from app.decisions.writer.start import start_shared_writer
 
     path = tmp_path / "log.db"
     url = f"sqlite+aiosqlite:///{path}"
@@ -344,12 +347,13 @@ async def test_on_postgres_the_writer_summarises_the_created_at_index_itself(
     """Migration 0007 turned the BRIN index's autosummarize off (its requests to autovacuum
     overflow under load and flood the server log); the writer summarises every filled
     range itself, on a connection beside the commits."""
-    import app.decisions.writer as writer_module
+    import app.decisions.writer.postgres as postgres_module
+    import app.decisions.writer.summariser as summariser_module
 
     assert "autosummarize=off" in await _pg(postgres_url, (
         "SELECT array_to_string(reloptions, ',') FROM pg_class "
         "WHERE relname = 'ix_decision_log_created_at'"))
-    monkeypatch.setattr(writer_module, "SUMMARISE_SECONDS", 0.2)
+    monkeypatch.setattr(postgres_module, "SUMMARISE_SECONDS", 0.2)
     log = DecisionLog(postgres_url, writer="inline")
     await log.start()
     try:
@@ -366,21 +370,22 @@ async def test_on_postgres_the_writer_summarises_the_created_at_index_itself(
     finally:
         await log.close()
     # Every full range is summarised already: nothing is left for anyone else to do.
-    assert await _pg(postgres_url, writer_module._PG_SUMMARISE) == 0
+    assert await _pg(postgres_url, summariser_module._PG_SUMMARISE) == 0
 
 
 async def test_a_summary_that_fails_never_fails_a_commit(postgres_url, monkeypatch, caplog):
     """A passing failure is retried at every turn; one that cannot pass (here: no such
     index, as on a schema from before 0005) is reported once and the summaries stop.
     Either way every decision is committed."""
-    import app.decisions.writer as writer_module
+    import app.decisions.writer.postgres as postgres_module
+    import app.decisions.writer.summariser as summariser_module
 
-    monkeypatch.setattr(writer_module, "SUMMARISE_SECONDS", 0.05)
+    monkeypatch.setattr(postgres_module, "SUMMARISE_SECONDS", 0.05)
     for n, (query, lasting) in enumerate((("SELECT 1 / 0", False),
                            ("SELECT brin_summarize_new_values('no_such_index'::regclass)",
                             True))):
         caplog.clear()
-        monkeypatch.setattr(writer_module, "_PG_SUMMARISE", query)
+        monkeypatch.setattr(summariser_module, "_PG_SUMMARISE", query)
         log = DecisionLog(postgres_url, writer="inline")
         await log.start()
         try:
@@ -403,12 +408,12 @@ async def test_an_inline_writer_that_stops_on_a_bug_takes_its_summaries_with_it(
         postgres_url, monkeypatch):
     """The inline writer's loop ending by an exception (DecisionLog replaces it) stops its
     store: no summary task, nor its connection, is left behind by the old one."""
-    import app.decisions.writer as writer_module
+    import app.decisions.writer.postgres as postgres_module
 
     def summaries() -> set[asyncio.Task]:
         return {t for t in asyncio.all_tasks() if t.get_name() == "toolgate-decision-log-brin"}
 
-    monkeypatch.setattr(writer_module, "SUMMARISE_SECONDS", 0.05)
+    monkeypatch.setattr(postgres_module, "SUMMARISE_SECONDS", 0.05)
     before = summaries()  # the tests share one event loop
     log = DecisionLog(postgres_url, writer="inline")
     await log.start()

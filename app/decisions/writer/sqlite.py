@@ -1,0 +1,59 @@
+"""The writer's SQLite store: one transaction per group of frames, chained under the
+`chain_head` row lock; and the text SQLite keeps a time as."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+from typing import Any
+
+from app.decisions.chain import COLUMNS, chain_values
+from app.decisions.writer.common import _QUOTED, _now
+
+_SQLITE_HEAD = "UPDATE chain_head SET updated_at = ? WHERE id = 1 RETURNING seq, hash"
+_SQLITE_INSERT = f"INSERT INTO decision_log ({_QUOTED}) VALUES ({', '.join('?' * len(COLUMNS))})"
+_SQLITE_SET_HEAD = "UPDATE chain_head SET seq = ?, hash = ? WHERE id = 1"
+
+
+def _sqlite_time(moment: datetime) -> str:
+    # The text SQLAlchemy's SQLite DATETIME stores (naive UTC), so the ORM reads it back.
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def _sqlite_text(iso: str) -> str:
+    """The same text from a record's "YYYY-MM-DDTHH:MM:SS.ffffffZ" (what iso() writes)."""
+    return f"{iso[:10]} {iso[11:26]}" if len(iso) == 27 and iso[-1] == "Z" else \
+        _sqlite_time(datetime.fromisoformat(iso.replace("Z", "+00:00")))
+
+
+class SQLiteStore:
+    def __init__(self, path: str, synchronous: str) -> None:
+        self._path, self._synchronous = path, synchronous
+        self._conn: sqlite3.Connection | None = None
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self._path, timeout=30, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={self._synchronous}")
+        conn.execute("PRAGMA busy_timeout=30000")
+        return conn
+
+    async def commit(self, records: list[dict[str, Any]]) -> None:
+        conn = self._conn = self._conn or self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            seq, prev = conn.execute(_SQLITE_HEAD, (_sqlite_time(_now()),)).fetchone()
+            rows, seq, prev = chain_values(records, seq, prev, time=_sqlite_text)
+            conn.executemany(_SQLITE_INSERT, rows)
+            conn.execute(_SQLITE_SET_HEAD, (seq, prev))
+            conn.execute("COMMIT")
+        except BaseException:
+            self.close()  # rolls back; reconnect on the next batch
+            raise
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    stop = close  # when the writer stops
