@@ -11,17 +11,28 @@ when unset -- unless ``TOOLGATE_CLIENT_REQUIRE_LIVE=1``, which turns the skip in
 failure (use it in CI). A suite that starts the service itself (``toolgate serve`` on a
 free port, or uvicorn in a thread) should simply override ``toolgate_base_url`` and
 ``toolgate_token`` in its own conftest.
+
+The package is imported from ``../src`` (put first on ``sys.path`` here), so the suite
+always tests this checkout's client, even when another copy is installed.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
 
-from toolgate_client import AsyncClient, Client
+# Test the source beside these tests, whichever copy of the package is installed (several
+# checkouts may share one virtual environment with another checkout's editable install).
+SRC = Path(__file__).resolve().parents[1] / "src"
+if str(SRC) not in sys.path:
+    sys.path.insert(0, str(SRC))
+
+from toolgate_client import AsyncClient, Client  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,8 @@
 """
 
 from ._version import __version__
-from .client import DEFAULT_BASE_URL, AsyncClient, Client
+from .async_client import AsyncClient
+from .client import DEFAULT_BASE_URL, Client
 from .errors import (
     CODES,
     PARENTS,

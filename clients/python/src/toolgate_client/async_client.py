@@ -1,0 +1,222 @@
+"""The asyncio client: :class:`AsyncClient` (see ``client.py`` for the rules both follow)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+
+from ._base import (
+    RETRY_STATUSES,
+    _BaseClient,
+    _plan_body,
+    _retriable_exception,
+    _screen_body,
+    _segment,
+)
+from .guard import make_guard
+from .models import Decision
+
+__all__ = ["AsyncClient"]
+
+
+class AsyncClient(_BaseClient):
+    """Asyncio toolgate client (one pooled ``httpx.AsyncClient``); same API, awaitable."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        token: str | None = None,
+        *,
+        timeout: float | None = 2.0,
+        retries: int = 2,
+        backoff: float = 0.05,
+        transport: httpx.AsyncBaseTransport | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(
+            base_url,
+            token,
+            timeout=timeout,
+            retries=retries,
+            backoff=backoff,
+            transport=transport,
+            headers=headers,
+        )
+        self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=self._default_headers,
+            timeout=timeout,
+            transport=transport,
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.aclose()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        json: Any = None,
+        *,
+        params: Mapping[str, Any] | None = None,
+        request_id: str | None = None,
+    ) -> Any:
+        """See :meth:`Client.request`."""
+        request_id, content, headers = self._prepare(json, request_id)
+        for attempt in range(self.retries + 1):
+            last = attempt == self.retries
+            try:
+                response = await self._http.request(
+                    method, path, content=content, headers=headers, params=params
+                )
+            except httpx.TransportError as exc:
+                if last or not _retriable_exception(exc):
+                    raise self._unavailable(
+                        f"toolgate unreachable after {attempt + 1} attempt(s): "
+                        f"{type(exc).__name__}: {exc}",
+                        request_id,
+                    ) from exc
+            else:
+                if response.status_code not in RETRY_STATUSES or last:
+                    return self._result(response, request_id)
+            await self._sleep(self._delay(attempt))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def authorize_tool(
+        self,
+        *,
+        tool: Mapping[str, Any],
+        context: Mapping[str, Any] | None = None,
+        plan_id: str | None = None,
+        safety_profile: Mapping[str, Any] | None = None,
+        layer: str | None = None,
+        explain: bool = False,
+        request_id: str | None = None,
+    ) -> Decision:
+        body = self._authorize_body(
+            tool=tool,
+            context=context,
+            plan_id=plan_id,
+            safety_profile=safety_profile,
+            layer=layer,
+            explain=explain,
+        )
+        request_id = request_id or uuid.uuid4().hex
+        data = await self.request("POST", "/v1/authorize-tool", body, request_id=request_id)
+        return self._decision(data, request_id)
+
+    async def authorize_tools(
+        self, requests: Sequence[Mapping[str, Any]], *, request_id: str | None = None
+    ) -> list[Decision]:
+        reqs = [dict(r) for r in requests]
+        request_id = request_id or uuid.uuid4().hex
+        data = await self.request(
+            "POST", "/v1/authorize-tools", {"requests": reqs}, request_id=request_id
+        )
+        return self._decisions(data, len(reqs), request_id)
+
+    async def enforce(
+        self,
+        *,
+        tool: Mapping[str, Any],
+        context: Mapping[str, Any] | None = None,
+        plan_id: str | None = None,
+        safety_profile: Mapping[str, Any] | None = None,
+        layer: str | None = None,
+        explain: bool = False,
+        request_id: str | None = None,
+    ) -> Decision:
+        decision = await self.authorize_tool(
+            tool=tool,
+            context=context,
+            plan_id=plan_id,
+            safety_profile=safety_profile,
+            layer=layer,
+            explain=explain,
+            request_id=request_id,
+        )
+        return decision.raise_for_deny()
+
+    async def create_plan(
+        self,
+        action_id: str,
+        *,
+        plan_id: str | None = None,
+        automation_profile: str | None = None,
+        safety_profile: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        body = _plan_body(action_id, plan_id, automation_profile, safety_profile)
+        return self._object(await self.request("POST", "/v1/plans", body), "POST /v1/plans")
+
+    async def get_plan(self, plan_id: str) -> dict[str, Any]:
+        path = f"/v1/plans/{_segment(plan_id, 'plan_id')}"
+        return self._object(await self.request("GET", path), path)
+
+    async def resolve(self, **body: Any) -> dict[str, Any]:
+        return self._object(await self.request("POST", "/v1/resolve", body), "POST /v1/resolve")
+
+    async def screen(self, text: str, skill: str | None = None) -> dict[str, Any]:
+        return self._object(
+            await self.request("POST", "/v1/screen", _screen_body(text, skill)),
+            "POST /v1/screen",
+        )
+
+    async def errors(self) -> dict[str, Any]:
+        return self._object(await self.request("GET", "/v1/errors"), "GET /v1/errors")
+
+    def guard(
+        self,
+        *,
+        tool: Mapping[str, Any] | Callable[..., Mapping[str, Any]],
+        plan_id: str | Callable[..., str | None] | None = None,
+        context: Mapping[str, Any] | Callable[..., Mapping[str, Any] | None] | None = None,
+        safety_profile: Mapping[str, Any] | Callable[..., Any] | None = None,
+        layer: str | None = None,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator for ``async def`` functions (see :meth:`Client.guard`).
+
+        Decorating a plain function raises TypeError: an AsyncClient cannot be awaited
+        from synchronous code -- use a :class:`Client` there.
+        """
+        return make_guard(
+            self,
+            is_async=True,
+            tool=tool,
+            plan_id=plan_id,
+            context=context,
+            safety_profile=safety_profile,
+            layer=layer,
+        )
+
+    @asynccontextmanager
+    async def guarded(
+        self,
+        *,
+        tool: Mapping[str, Any],
+        plan_id: str | None = None,
+        context: Mapping[str, Any] | None = None,
+        safety_profile: Mapping[str, Any] | None = None,
+        layer: str | None = None,
+        request_id: str | None = None,
+    ) -> AsyncIterator[Decision]:
+        """``async with client.guarded(tool=...) as decision:`` -- enforces on enter."""
+        yield await self.enforce(
+            tool=tool,
+            plan_id=plan_id,
+            context=context,
+            safety_profile=safety_profile,
+            layer=layer,
+            request_id=request_id,
+        )
