@@ -23,7 +23,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest tests clients/python/tests
 
 lint: $(STAMP)
-	$(BIN)/ruff check app tests migrations clients/python bench
+	$(BIN)/ruff check app toolgate_uvicorn tests migrations clients/python bench
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

@@ -59,13 +59,18 @@ class Settings(BaseSettings):
     plan_cache_size: int = Field(default=100_000, ge=0)
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     db_pool_size: int = Field(default=10, ge=1)
-    # POST /v1/authorize-tool served as plain ASGI (app/api/fastpath.py); false routes it
-    # through FastAPI like every other route (same answers, about 3x slower).
+    # POST /v1/authorize-tool served as plain ASGI (app/authorize/hotpath.py); false routes
+    # it through FastAPI like every other route (same answers, about 3x slower).
     fast_path: bool = True
+    # The HTTP protocol `toolgate serve` runs: "toolgate" is uvicorn's httptools protocol
+    # with the hot route answered in it (the toolgate_uvicorn plug-in), used only on the
+    # uvicorn versions it was tested with (toolgate_uvicorn.TESTED_UVICORN; otherwise
+    # uvicorn's own, with a warning); "uvicorn" is uvicorn's own httptools protocol.
+    http_protocol: Literal["toolgate", "uvicorn"] = "toolgate"
     # uvicorn's per-request access log. Off by default: every decision is in the decision
     # log already, and the access line costs more than the decision itself.
     access_log: bool = False
-    # How stale the tool registry may be on a replica (app/registry.py states the bound).
+    # How stale the tool registry may be on a replica (app/registry/service.py states the bound).
     registry_ttl_seconds: float = Field(default=1.0, ge=0)
 
     # Authentication (docs/auth.md). A validated key is remembered this long in each

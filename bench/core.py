@@ -33,7 +33,7 @@ def best_us(call: Callable[[], object], *, repeat: int = 5) -> float:
 
 
 def decode(body: bytes) -> Any:
-    """What the hot path does with a body: one msgspec pass (app/api/wire.py)."""
+    """What the hot path does with a body: one msgspec pass (app/authorize/wire.py)."""
     request = decode_authorize_json(body)
     if request is None:
         raise RuntimeError("the benchmark body does not take the hot path's decoder")

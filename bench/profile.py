@@ -16,9 +16,9 @@ PY_SPY = Path(sys.executable).with_name("py-spy")
 PACKAGES = (
     ("app/decisions/", "toolgate decision log"),
     ("app/policy/", "toolgate policy core"),
-    ("app/api/", "toolgate api layer"),
+    ("app/authorize/", "toolgate api layer"),
     ("app/auth/", "toolgate auth"),
-    ("app/decide.py", "toolgate decide()"),
+    ("app/authorize/service.py", "toolgate decide()"),
     ("app/", "toolgate other"),
     ("fastapi/security/", "toolgate auth"),
     ("fastapi/", "fastapi"),
@@ -41,9 +41,9 @@ PACKAGES = (
 PARTS_ANYWHERE = (
     # First: the protocol's hot route writes answers from inside the acknowledgement reader.
     ("sending the response (uvicorn's send, the socket writes)",
-     ("RequestResponseCycle.send (", "_answer (app/api/fastpath.py)",
-      "_Outbox.flush (app/api/fastpath.py)", "._finish (app/api/protocol.py)",
-      "._ok (app/api/protocol.py)")),
+     ("RequestResponseCycle.send (", "_answer (app/authorize/hotpath.py)",
+      "_Outbox.flush (app/authorize/hotpath.py)", "._finish (toolgate_uvicorn/protocol.py)",
+      "._ok (toolgate_uvicorn/protocol.py)")),
     ("handing records to the writer process (frame, pipe, acknowledgements)",
      ("DecisionLog._flush", "DecisionLog._read_acks", "asyncio/streams.py",
       "asyncio/unix_events.py")),
@@ -56,16 +56,17 @@ PARTS_ANYWHERE = (
     ("access log (stdlib logging)", ("logging/",)),
     ("auth (bearer, key, role)", ("app/auth/", "fastapi/security/", "_key_hash (")),
     ("decide(): registry, policy core, record",
-     ("decide (app/decide.py)", "decide_with (app/decide.py)")),
+     ("decide (app/authorize/service.py)", "decide_with (app/authorize/service.py)")),
     ("waiting for the group commit (future)", ("DecisionLog.write (",)),
     ("body validation (msgspec; pydantic for what it refuses)",
      ("decode_authorize_json (", "decode_authorize (", "pydantic")),
     ("sync dependencies through the AnyIO thread pool",
      ("anyio/", "starlette/concurrency.py", "threading.py")),
     ("FastAPI dependency solving", ("fastapi/dependencies/",)),
-    ("the rest of the fast path (app/api/fastpath.py)", ("app/api/fastpath.py",)),
-    ("the hot route in the HTTP protocol (app/api/protocol.py)", ("app/api/protocol.py",)),
-    ("the rest of the FastAPI route", ("authorize_tool (app/api/",)),
+    ("the rest of the fast path (app/authorize/hotpath.py)", ("app/authorize/hotpath.py",)),
+    ("the hot route in the HTTP protocol (toolgate_uvicorn/protocol.py)",
+     ("toolgate_uvicorn/protocol.py",)),
+    ("the rest of the FastAPI route", ("authorize_tool (app/authorize/",)),
 )
 PARTS_INNERMOST = {
     "uvicorn": "uvicorn: HTTP parsing, transport",
@@ -133,7 +134,7 @@ def _owner(frames: list[tuple[str, str]]) -> str:
 
 # Frames every sample of the main thread passes through: not worth listing.
 WRAPPERS = ("typer/", "(toolgate)", "uvicorn/main.py", "uvicorn/server.py", "uvicorn/_compat.py",
-            "asyncio/runners.py", "app/cli.py", "threading.py")
+            "asyncio/runners.py", "app/cli/main.py", "threading.py")
 
 
 def summarise(raw: str, *, top: int = 25) -> dict[str, Any]:

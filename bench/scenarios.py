@@ -33,6 +33,7 @@ class Scenario:
     label: str
     database: str | None  # None (bare app), "sqlite" or "postgres"
     log: bool = True
+    env: tuple[tuple[str, str], ...] = ()  # TOOLGATE_* settings of this scenario only
 
 
 SCENARIOS = (
@@ -41,6 +42,11 @@ SCENARIOS = (
     Scenario("sqlite_nolog", "toolgate SQLite, log disabled", "sqlite", log=False),
     Scenario("pg_log", "toolgate Postgres, durable log", "postgres"),
     Scenario("pg_nolog", "toolgate Postgres, log disabled", "postgres", log=False),
+    # The A/B of the toolgate_uvicorn plug-in: the same servers on uvicorn's own protocol.
+    Scenario("sqlite_log_uvicorn", "toolgate SQLite, durable log, uvicorn's protocol",
+             "sqlite", env=(("TOOLGATE_HTTP_PROTOCOL", "uvicorn"),)),
+    Scenario("pg_log_uvicorn", "toolgate Postgres, durable log, uvicorn's protocol",
+             "postgres", env=(("TOOLGATE_HTTP_PROTOCOL", "uvicorn"),)),
 )
 BY_NAME = {s.name: s for s in SCENARIOS}
 
@@ -91,6 +97,7 @@ def launch(scenario: Scenario, opts: Options) -> tuple[srv.Server, str | None]:
         TOOLGATE_LOG_LEVEL=opts.log_level,
         TOOLGATE_ACCESS_LOG="true" if opts.access_log else "false",
         **opts.settings,
+        **dict(scenario.env),
     )
     if scenario.database == "postgres":
         _migrate(env, log)

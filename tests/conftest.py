@@ -127,9 +127,9 @@ async def app_client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
 async def both_paths(request: pytest.FixtureRequest,
                      settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     """A client for tests that must hold on every way the hot route is served: through
-    `toolgate serve`'s HTTP protocol (app/api/protocol.py, bytes in and out), the plain-ASGI
-    route (app/api/fastpath.py) and the FastAPI route they stand in for: same answers,
-    same envelope."""
+    `toolgate serve`'s HTTP protocol (toolgate_uvicorn/protocol.py, bytes in and out), the
+    plain-ASGI route (app/authorize/hotpath.py) and the FastAPI route they stand in for: same
+    answers, same envelope."""
     from tests.uvicorn_wire import ProtocolTransport
     from toolgate_uvicorn.protocol import ToolgateHttpToolsProtocol
 

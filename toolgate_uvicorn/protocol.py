@@ -15,9 +15,9 @@ request's cycle is a `_HotCycle`, which holds the state uvicorn's keep-alive, pi
 shutdown and connection-lost handling read and set; its scope is never built. For
 anything `ready` does not answer (an unknown key or plan, any refusal), a body past the
 flow-control mark, a client that expects 100-continue, a pipelined request or a
-connection whose writes are paused, the ASGI app (app/api/fastpath.py) runs every step,
+connection whose writes are paused, the ASGI app (app/authorize/hotpath.py) runs every step,
 rendering errors with the one envelope. So the answer, headers included, is the same
-either way (tests/api/test_protocol.py; the decision cases and bad inputs run through
+either way (tests/toolgate_uvicorn/test_protocol.py; the decision cases and bad inputs run through
 this protocol too).
 """
 

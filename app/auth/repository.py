@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.auth.tables import ApiKey
 from app.store.base import utcnow
 
-# LISTEN/NOTIFY channel: a message means "a key changed, drop cached keys" (app/notify.py).
+# LISTEN/NOTIFY channel: a message means "a key changed, drop cached keys" (app/kit/notify.py).
 KEYS_CHANNEL = "toolgate_keys"
 
 

@@ -78,7 +78,7 @@ class AuthorizeIn(Strict):
 
 def core_context(request: Any, *, plan_id: str | None, stored_read_only: bool) -> Context:
     """The core's Context from an authorize request (AuthorizeIn, or the hot path's
-    AuthorizeWire in app/api/wire.py: the same attributes)."""
+    AuthorizeWire in app/authorize/wire.py: the same attributes)."""
     c = request.context
     # Positional, in Context's field order: half the cost of keywords, once per decision.
     return Context(

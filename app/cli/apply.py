@@ -1,6 +1,6 @@
 """`toolgate apply` and `toolgate export` (issue 7): configuration as code over the HTTP API.
 
-The file is read and validated whole first (app/configascode.py), then the service's state
+The file is read and validated whole first (app/policyfile/document.py), then the service's state
 is read (GETs only), then the plan is made and checked against that state; only then is
 anything sent, one request per change, in the plan's order. A refusal midway stops at once
 and says exactly which changes were applied.

@@ -73,10 +73,24 @@ def serve(
             log_level=settings.log_level,
             access_log=settings.access_log,
             proxy_headers=False,
-            # uvicorn's httptools protocol, answering the hot route without an ASGI task
-            # (app/api/protocol.py); every other request is served exactly as by uvicorn.
-            http="toolgate_uvicorn.protocol:ToolgateHttpToolsProtocol",
+            http=_http_protocol(settings),
         )
+
+
+def _http_protocol(settings: Settings) -> str:
+    """uvicorn's httptools protocol with the hot route answered in it (the toolgate_uvicorn
+    plug-in: every other request is served exactly as by uvicorn), where that plug-in was
+    tested with the installed uvicorn; uvicorn's own httptools protocol otherwise."""
+    if settings.http_protocol == "uvicorn":
+        return "httptools"
+    from toolgate_uvicorn import protocol_for
+
+    plugin = protocol_for()
+    if plugin is None:
+        typer.echo("toolgate: the installed uvicorn is not one the hot-route plug-in was "
+                   "tested with; serving on uvicorn's own httptools protocol", err=True)
+        return "httptools"
+    return plugin
 
 
 @contextmanager

@@ -1,12 +1,12 @@
 """Configuration as code (issue 7): a policy file <-> the service's configuration.
 
-Pure: no HTTP here. `app/cli_apply.py` fetches the current state, calls `load_policy` and
+Pure: no HTTP here. `app/cli/apply.py` fetches the current state, calls `load_policy` and
 `make_plan`, prints the plan and sends it. Everything a file says is validated with the
-service's own pydantic models (app/api/schemas.py, app/api/registry_schemas.py) before a
+service's own pydantic models (app/profiles/schemas.py, app/registry/schemas.py) before a
 single request is sent, so a file the service would refuse is refused here, whole, with the
 line of each problem.
 
-YAML is read and written by app/yamlfile.py (line numbers, YAML 1.2 scalars).
+YAML is read and written by app/policyfile/yamlfile.py (line numbers, YAML 1.2 scalars).
 
 Sections absent from a file are not managed by it: `--prune` only deletes within the
 sections the file has (an empty `tools: {}` prunes every tool; no `tools:` leaves them be).

@@ -1,4 +1,4 @@
-"""Policy files as YAML that remembers where everything is (used by app/configascode.py).
+"""Policy files as YAML that remembers where everything is (used by app/policyfile/document.py).
 
 Read with PyYAML's composer, which keeps the line of every node, and turned into plain
 values here with the YAML 1.2 core schema: only true/false are booleans (`yes`, `no`, `on`,

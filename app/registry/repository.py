@@ -36,7 +36,7 @@ async def lock_registry(session: AsyncSession) -> None:
     await _lock_registry(session, bump=False)
 
 
-# LISTEN/NOTIFY channel (app/notify.py): "the registry changed, check the version now".
+# LISTEN/NOTIFY channel (app/kit/notify.py): "the registry changed, check the version now".
 REGISTRY_CHANNEL = "toolgate_registry"
 
 

@@ -1,6 +1,7 @@
 """Wire contract of the registry and screening (SPEC §5, seed 003).
 
-Strict like app/api/schemas.py: JSON booleans only, unknown fields rejected (422 naming them).
+Strict like every wire schema (app/kit/schemas.py): JSON booleans only, unknown fields
+rejected (422 naming them).
 """
 
 from __future__ import annotations

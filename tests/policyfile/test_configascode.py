@@ -1,7 +1,7 @@
 """Configuration as code without a server: reading, validation with lines, plans, export.
 
 The live round trip (`toolgate apply`/`export` against `toolgate serve`) is in
-tests/test_live_client.py."""
+tests/client/test_live_client.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""`toolgate serve`'s HTTP protocol (app/api/protocol.py): the hot route answered from memory
-without an ASGI task, and everything around it as uvicorn does it: keep-alive, Connection:
-close, pipelining, 100-continue, large bodies, shutdown, a client that goes away, and a
+"""`toolgate serve`'s HTTP protocol (toolgate_uvicorn/protocol.py): the hot route answered
+from memory without an ASGI task, and everything around it as uvicorn does it: keep-alive,
+Connection: close, pipelining, 100-continue, large bodies, shutdown, a client that goes away, and a
 decision that cannot be recorded. The decision cases and bad inputs run through it too
 (the `both_paths` fixture's "protocol" client)."""
 
