@@ -7,10 +7,14 @@ import signal
 import time
 
 import httpx
+import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.serving import decision_log_writers, serve, stop
+
+# End to end: real `toolgate serve` processes. `make test` runs these last.
+pytestmark = pytest.mark.slow
 
 TOKEN = "crash-test-admin-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
