@@ -611,6 +611,7 @@ def _keys_cli(url: str, admin: str) -> None:
     assert "revoked" in _cli("list", "--url", url, token=admin).stdout
 
 
+@pytest.mark.slow  # two real `toolgate serve` processes, one after the other
 def test_first_serve_creates_an_admin_key_file_readable_only_by_its_owner(tmp_path):
     key_file = tmp_path / "toolgate.admin-key"
     proc, url = _serve(tmp_path, tmp_path / "first.log")

@@ -17,6 +17,9 @@ from tests.serving import free_port, serve, stop
 TOOLGATE = str(Path(sys.executable).with_name("toolgate"))
 TOKEN = "test-admin-token"
 
+# End to end: real `toolgate serve` processes. `make test` runs these last.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:

@@ -46,6 +46,9 @@ ADMIN_TOKEN = "tg_test_admin_" + secrets.token_urlsafe(24)
 STARTUP_SECONDS = 60
 READ = {"writes": False, "checkpointable": True, "unsafe": False}
 
+# End to end: real `toolgate serve` processes. `make test` runs these last.
+pytestmark = pytest.mark.slow
+
 
 def _free_port() -> int:
     with socket.socket() as s:

@@ -7,10 +7,14 @@ import signal
 import time
 
 import httpx
+import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.serving import decision_log_writers, serve, stop
+
+# End to end: real `toolgate serve` processes. `make test` runs these last.
+pytestmark = pytest.mark.slow
 
 TOKEN = "crash-test-admin-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -62,10 +66,12 @@ def _serve_plan(database_url: str, tmp_path, workers: int = 1):  # type: ignore[
 
 
 def _load_until(url: str, received: dict, count: int, then) -> None:  # type: ignore[no-untyped-def]
-    """32 clients authorize until `count` answers arrived (at most 30 s), then `then()`."""
+    """32 clients authorize until `count` answers arrived, then `then()`. The cap (120 s)
+    only matters on a machine too loaded to answer `count` decisions at all: an idle one
+    takes a second or two, and the load stops as soon as the count is reached."""
 
     async def run() -> None:
-        stop_at = time.monotonic() + 30
+        stop_at = time.monotonic() + 120
         workers = [asyncio.create_task(_load(url, received, stop_at)) for _ in range(32)]
         while len(received) < count and time.monotonic() < stop_at:
             await asyncio.sleep(0.05)

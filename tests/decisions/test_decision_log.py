@@ -1,8 +1,12 @@
 """The durable decision log: every decision recorded, queries, stats, export, verify."""
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import inspect
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import httpx
@@ -13,12 +17,44 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.config import Settings
 from app.decisions.chain import verify
+from app.decisions.log import DecisionLog
 from tests.conftest import ADMIN_TOKEN, app_client
 
 WRITER = {"name": "fs.write", "capability": {"writes": True, "checkpointable": True,
                                              "unsafe": False}}
 READER = {"name": "fs.read", "capability": {"writes": False, "checkpointable": True,
                                             "unsafe": False}}
+
+# The tests below wait for events, never for a guess at how long something takes: a loaded
+# machine (the suite beside other runs on two cores) is slower than any such guess.
+# A commit that must succeed gets this deadline, which no loaded machine misses; the tests
+# of the deadline shorten it (`_deadline`) only while the commit cannot happen at all.
+ANSWERED = 60.0
+# How long a test waits for an event before it fails rather than hang.
+EVENTUALLY = 30.0
+
+
+async def _until(condition: Callable[[], Any], what: str) -> None:
+    """Until `condition()` (or what it returns, awaited) is true; at most EVENTUALLY."""
+    deadline = time.monotonic() + EVENTUALLY
+    while True:
+        met = condition()
+        if inspect.isawaitable(met):
+            met = await met
+        if met:
+            return
+        assert time.monotonic() < deadline, f"not within {EVENTUALLY}s: {what}"
+        await asyncio.sleep(0.005)
+
+
+@contextmanager
+def _deadline(log: DecisionLog, seconds: float) -> Iterator[None]:
+    """The log's deadline (decision_log_timeout_seconds) for the frames sent meanwhile."""
+    configured, log._timeout = log._timeout, seconds
+    try:
+        yield
+    finally:
+        log._timeout = configured
 
 
 async def _plan(client, plan_id="p-1", read_only=False, project="web"):
@@ -319,7 +355,9 @@ def test_the_writer_process_writes_every_column_of_the_table():
 async def process_client(settings):  # type: ignore[no-untyped-def]
     """A client whose decision log has a writer process: the default (`auto`) on either
     database, asked for as `process` here so that no default can change what is tested."""
-    async with app_client(settings.model_copy(update={"decision_log_writer": "process"})) as c:
+    changed = settings.model_copy(update={"decision_log_writer": "process",
+                                          "decision_log_timeout_seconds": ANSWERED})
+    async with app_client(changed) as c:
         assert c.app.state.decision_log._process is not None
         yield c
 
@@ -327,9 +365,6 @@ async def process_client(settings):  # type: ignore[no-untyped-def]
 async def test_a_writer_that_dies_fails_what_it_held_and_is_replaced(process_client):
     """The writer process is killed with a decision in flight: that request gets 503 (never
     an allow); the next decision starts a new writer and is recorded."""
-    import os
-    import signal
-
     await _plan(process_client)
     authorize = {"plan_id": "p-1", "tool": READER}
     assert (await process_client.post("/v1/authorize-tool", json=authorize)).status_code == 200
@@ -337,10 +372,11 @@ async def test_a_writer_that_dies_fails_what_it_held_and_is_replaced(process_cli
     pid = log._process.pid
     os.kill(pid, signal.SIGSTOP)  # holds the next frame without acknowledging it
     pending = asyncio.ensure_future(process_client.post("/v1/authorize-tool", json=authorize))
-    await asyncio.sleep(0.3)
+    await _until(lambda: log._inflight, "the decision's frame sent to the writer")
     assert not pending.done()
     os.kill(pid, signal.SIGKILL)
-    r = await asyncio.wait_for(pending, 2)  # at once, not after the 5 s commit timeout
+    # At the writer's exit, not at the commit deadline (ANSWERED, longer than this wait).
+    r = await asyncio.wait_for(pending, EVENTUALLY)
     assert r.status_code == 503 and r.json()["error"]["code"] == "decision_not_recorded"
     assert "writer exited" in r.json()["error"]["message"] and "allowed" not in r.text
     r = await process_client.post("/v1/authorize-tool", json=authorize)
@@ -353,9 +389,6 @@ async def test_a_writer_that_dies_fails_what_it_held_and_is_replaced(process_cli
 async def test_a_new_writers_frames_are_not_failed_with_the_old_writer(process_client):
     """The old writer's exit is still being awaited when a request starts a new writer:
     that request is recorded and allowed; only what the old writer held may fail."""
-    import os
-    import signal
-
     await _plan(process_client)
     authorize = {"plan_id": "p-1", "tool": READER}
     assert (await process_client.post("/v1/authorize-tool", json=authorize)).status_code == 200
@@ -382,32 +415,32 @@ async def test_a_new_writers_frames_are_not_failed_with_the_old_writer(process_c
     assert (await process_client.get(f"/v1/decisions/{r.json()['decision_id']}")).status_code == 200
 
 
-async def test_a_decision_not_committed_in_time_is_refused(client, settings):
-    """decision_log_timeout_seconds bounds the wait for the commit: past it, 503."""
-    import os
-    import signal
-
-    from app.main import create_app
-
-    await _plan(client)
-    app = create_app(settings.model_copy(update={"decision_log_timeout_seconds": 0.3,
-                                             "decision_log_writer": "process"}))
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://b",
-                                     headers=dict(client.headers)) as other:
-            authorize = {"plan_id": "p-1", "tool": READER}
-            assert (await other.post("/v1/authorize-tool", json=authorize)).status_code == 200
-            pid = app.state.decision_log._process.pid
-            os.kill(pid, signal.SIGSTOP)
-            try:
-                r = await other.post("/v1/authorize-tool", json=authorize)
-                assert r.status_code == 503
-                assert "not recorded within 0.3s" in r.json()["error"]["message"]
-            finally:
-                os.kill(pid, signal.SIGCONT)
-            r = await other.post("/v1/authorize-tool", json=authorize)
-            assert r.status_code == 200 and r.json()["allowed"] is True
+async def test_a_decision_not_committed_in_time_is_refused(settings):
+    """decision_log_timeout_seconds bounds the wait for the commit: past it, 503 (never an
+    allow), and the next decision is recorded. Nothing here races the machine's speed: the
+    writer is stopped before the decision is sent and goes on only once it was refused, so
+    its commit cannot come in time however fast the machine; the commits that must succeed
+    have a deadline no loaded machine misses."""
+    changed = settings.model_copy(update={"decision_log_writer": "process",
+                                          "decision_log_timeout_seconds": ANSWERED})
+    async with app_client(changed) as client:
+        log = client.app.state.decision_log
+        assert log._timeout == ANSWERED  # the setting is the log's deadline
+        await _plan(client)
+        authorize = {"plan_id": "p-1", "tool": READER}
+        assert (await client.post("/v1/authorize-tool", json=authorize)).status_code == 200
+        async with _stopped(log._process):
+            with _deadline(log, 0.3):
+                # Only the deadline can answer it: the writer can neither commit nor die.
+                r = await asyncio.wait_for(client.post("/v1/authorize-tool", json=authorize),
+                                           EVENTUALLY)
+        assert r.status_code == 503 and r.json()["error"]["code"] == "decision_not_recorded"
+        assert "not recorded within 0.3s" in r.json()["error"]["message"]
+        assert "allowed" not in r.text
+        r = await client.post("/v1/authorize-tool", json=authorize)
+        assert r.status_code == 200 and r.json()["allowed"] is True
+        assert (await client.get(f"/v1/decisions/{r.json()['decision_id']}")).status_code == 200
+        assert (await client.get("/v1/audit/verify")).json()["ok"] is True
 
 
 async def test_a_decision_is_recorded_at_the_time_it_was_made(client):
@@ -429,6 +462,7 @@ def _pg_settings(url: str, **changes: object) -> Settings:
     """Postgres with the group commit on the worker's own loop (inline), which the tests
     below exercise; the default writer process is covered by the process tests above."""
     changes.setdefault("decision_log_writer", "inline")
+    changes.setdefault("decision_log_timeout_seconds", ANSWERED)
     return Settings(database_url=url, admin_token=ADMIN_TOKEN, **changes)  # type: ignore[arg-type]
 
 
@@ -501,10 +535,13 @@ async def test_a_lost_postgres_connection_fails_what_it_held_and_the_next_reconn
         backend = await _writer_backend(client)
         async with _head_locked(postgres_url) as other:
             pending = asyncio.ensure_future(client.post("/v1/authorize-tool", json=authorize))
-            await asyncio.sleep(0.3)
-            assert not pending.done()  # its commit waits for the head's lock
+            await _until(lambda: other.fetchval(  # its commit waits for the head's lock
+                "SELECT cardinality(pg_blocking_pids($1)) > 0", backend),
+                "the writer's commit waiting for the chain head's lock")
+            assert not pending.done()
             await other.execute("SELECT pg_terminate_backend($1)", backend)
-            r = await asyncio.wait_for(pending, 2)  # at once, not after the 5 s timeout
+            # At the lost connection, not at the commit deadline (ANSWERED, longer).
+            r = await asyncio.wait_for(pending, EVENTUALLY)
         assert r.status_code == 503 and r.json()["error"]["code"] == "decision_not_recorded"
         assert "allowed" not in r.text
         r = await client.post("/v1/authorize-tool", json=authorize)
@@ -517,12 +554,15 @@ async def test_a_lost_postgres_connection_fails_what_it_held_and_the_next_reconn
 async def test_an_inline_commit_that_hangs_is_refused_in_time_and_the_log_goes_on(
         postgres_url):
     """A commit held up (another transaction keeps the chain head locked) answers 503 once
-    decision_log_timeout_seconds pass; when the lock goes, decisions are recorded again."""
-    settings = _pg_settings(postgres_url, decision_log_timeout_seconds=0.3)
-    async with app_client(settings) as client:
+    decision_log_timeout_seconds pass; when the lock goes, decisions are recorded again.
+    The deadline is short only while the lock makes the commit impossible (see ANSWERED)."""
+    async with app_client(_pg_settings(postgres_url)) as client:
+        log = client.app.state.decision_log
         authorize = await _authorized_once(client)
         async with _head_locked(postgres_url):
-            r = await asyncio.wait_for(client.post("/v1/authorize-tool", json=authorize), 3)
+            with _deadline(log, 0.3):
+                r = await asyncio.wait_for(client.post("/v1/authorize-tool", json=authorize),
+                                           EVENTUALLY)
         assert r.status_code == 503 and "not recorded within 0.3s" in r.text
         r = await client.post("/v1/authorize-tool", json=authorize)
         assert r.status_code == 200 and r.json()["allowed"] is True
@@ -557,23 +597,27 @@ async def _bounded_while_stalled(client: httpx.AsyncClient, stalled: Any) -> Non
     stalled by `stalled` (an async context manager): 4 decisions go out and wait, of 20 more
     the first 4 are taken and 16 refused at once (503); once the stall ends every decision
     taken is recorded, and so are later ones."""
-    authorize = await _authorized_once(client)
-    async with stalled:
-        first = [asyncio.ensure_future(client.post("/v1/authorize-tool", json=authorize))
-                 for _ in range(4)]
-        await asyncio.sleep(0.3)
-        more = [asyncio.ensure_future(client.post("/v1/authorize-tool", json=authorize))
-                for _ in range(20)]
-        await asyncio.sleep(0.3)
-        refused = [m.result() for m in more if m.done()]
-        taken = first + [m for m in more if not m.done()]
-        assert len(refused) == 16 and len(taken) == 8
-        assert {r.status_code for r in refused} == {503}
-        assert "the decision log is behind" in refused[0].json()["error"]["message"]
-    answered = await asyncio.wait_for(asyncio.gather(*taken), 5)
-    assert {r.status_code for r in answered} == {200}
-    r = await client.post("/v1/authorize-tool", json=authorize)
-    assert r.status_code == 200 and r.json()["allowed"] is True
+    log = client.app.state.decision_log
+    # What is taken waits for the stall's end, not for a deadline (see ANSWERED).
+    with _deadline(log, ANSWERED):
+        authorize = await _authorized_once(client)
+        async with stalled:
+            first = [asyncio.ensure_future(client.post("/v1/authorize-tool", json=authorize))
+                     for _ in range(4)]
+            await _until(lambda: log._unanswered == 4, "the first 4 records sent")
+            more = [asyncio.ensure_future(client.post("/v1/authorize-tool", json=authorize))
+                    for _ in range(20)]
+            await _until(lambda: log._unanswered == 8 and sum(m.done() for m in more) >= 16,
+                         "4 more records sent, and 16 decisions answered")
+            refused = [m.result() for m in more if m.done()]
+            taken = first + [m for m in more if not m.done()]
+            assert len(refused) == 16 and len(taken) == 8
+            assert {r.status_code for r in refused} == {503}
+            assert "the decision log is behind" in refused[0].json()["error"]["message"]
+        answered = await asyncio.wait_for(asyncio.gather(*taken), EVENTUALLY)
+        assert {r.status_code for r in answered} == {200}
+        r = await client.post("/v1/authorize-tool", json=authorize)
+        assert r.status_code == 200 and r.json()["allowed"] is True
     assert (await client.get("/v1/audit/verify")).json()["ok"] is True
 
 
@@ -587,14 +631,21 @@ async def test_while_postgres_hangs_the_records_waiting_are_bounded(postgres_url
 
 @asynccontextmanager
 async def _stopped(process: Any) -> AsyncIterator[None]:
-    import os
-    import signal
-
+    """The process is stopped (SIGSTOP, state T) until the block ends: it can neither
+    answer nor exit meanwhile."""
     os.kill(process.pid, signal.SIGSTOP)
     try:
+        await _until(lambda: _state(process.pid) == "T", f"process {process.pid} stopped")
         yield
     finally:
         os.kill(process.pid, signal.SIGCONT)
+
+
+def _state(pid: int) -> str:
+    """The process's state letter (R, S, T, ...), from /proc."""
+    with open(f"/proc/{pid}/stat") as stat:
+        text = stat.read()
+    return text[text.rindex(")") + 2]
 
 
 async def test_while_the_writer_process_stalls_the_records_waiting_are_bounded(

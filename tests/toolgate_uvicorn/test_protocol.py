@@ -193,10 +193,15 @@ async def test_a_client_gone_before_the_commit_gets_nothing_and_its_decision_is_
     proto = connect(client.app, ToolgateHttpToolsProtocol, transport)
     proto.data_received(_request(plan))
     proto.connection_lost(None)  # Recording fails any write after the close
-    await asyncio.sleep(0.3)
-    assert transport.writes == []
-    found = await client.get("/v1/decisions", params={"plan_id": "p-1", "kind": "authorize"})
-    assert len(found.json()["items"]) == 2  # the fixture's, and this one
+    found: list = []
+    for _ in range(600):  # until the decision is committed (at most 30 s), not a fixed sleep
+        found = (await client.get("/v1/decisions", params={"plan_id": "p-1",
+                                                           "kind": "authorize"})).json()["items"]
+        if len(found) == 2:  # the fixture's, and this one
+            break
+        await asyncio.sleep(0.05)
+    assert len(found) == 2
+    assert transport.writes == []  # committed, and nothing written to the gone client
 
 
 async def test_a_shutdown_while_a_decision_is_pending_answers_it_then_closes(client, plan):
