@@ -204,6 +204,10 @@ async def _answer(send: Any, body: bytes, outbox: _Outbox | None, ack: int | Non
             transport.write(data)
 
 
+# Not an import of uvicorn's private modules: a module name compared, and `transport` read
+# with getattr, so a uvicorn release that changes its cycle loses only this one-write
+# optimisation (the answer then goes out as from any ASGI app). tests/authorize/
+# test_one_write.py drives uvicorn's own classes; pyproject pins the tested uvicorn.
 _HTTPTOOLS = "uvicorn.protocols.http.httptools_impl"
 
 
