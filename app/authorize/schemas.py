@@ -17,6 +17,7 @@ from pydantic import (
 
 from app.kit.schemas import Cost, Name, NonNegativeInt, Strict
 from app.policy.model import LAYERS, Context, RegisteredTool, Tool
+from app.policy.paths import root_refusal
 from app.policy.profiles import SafetyProfile
 from app.policy.tool import effective_tool
 
@@ -50,6 +51,16 @@ class ContextIn(Strict):
     step_retry_count: NonNegativeInt = 0
     dry_run: bool = False
     confirmed: bool = False
+
+    @field_validator("sandbox_root")
+    @classmethod
+    def _root_does_not_climb(cls, value: str | None) -> str | None:
+        # "/sandbox/.." would silently be "/" (issue 22). The hot path's decoder applies the
+        # same function (app/authorize/wire.py).
+        refusal = None if value is None else root_refusal(value)
+        if refusal is not None:
+            raise ValueError(refusal)
+        return value
 
 
 class AuthorizeIn(Strict):

@@ -29,6 +29,7 @@ from pydantic import ValidationError
 from app.authorize.schemas import AuthorizeIn, core_context, core_tool
 from app.kit.schemas import NAME_PATTERN
 from app.policy.model import Context, RegisteredTool, Tool
+from app.policy.paths import root_refusal
 from app.policy.profiles import SafetyProfile
 
 # Python's `$` also matches before a final newline; pydantic's (Rust) regex does not.
@@ -93,11 +94,20 @@ class AuthorizeWire(_Strict):
         return core_tool(self, registered)
 
 
+def _refused_root(wire: AuthorizeWire) -> bool:
+    """A sandbox_root ContextIn refuses (a `..` segment): msgspec's constraints cannot say
+    it, so it is checked here with ContextIn's own function."""
+    root = wire.context.sandbox_root
+    return root is not None and root_refusal(root) is not None
+
+
 def decode_authorize(data: Any) -> AuthorizeWire | AuthorizeIn:
     """The request in `data` (parsed JSON); raises pydantic's ValidationError, naming the
     fields, for a body AuthorizeIn refuses."""
     try:
         wire = msgspec.convert(data, AuthorizeWire, strict=True)
+        if _refused_root(wire):
+            return AuthorizeIn.model_validate(data)  # refused, in AuthorizeIn's words
         if wire.safety_profile is not None:
             if wire.plan_id is not None:  # refused; AuthorizeIn says why
                 return AuthorizeIn.model_validate(data)
@@ -123,6 +133,8 @@ def decode_authorize_json(raw: bytes) -> AuthorizeWire | None:
         return None
     try:
         wire = _DECODER.decode(raw)
+        if _refused_root(wire):
+            return None
         if wire.safety_profile is not None:
             if wire.plan_id is not None:
                 return None  # refused, in AuthorizeIn's words

@@ -1,16 +1,22 @@
 """Pre-model phrase screening (seed 003 "Pre-model rejection"): pure, deterministic.
 
-A request is rejected before any model runs when its text, lowercased, contains one of a
-skill's unsafe phrases as a substring. Phrases are stored stripped and lowercased, so the
-match is `phrase in text.lower()`, tried in the stored order; the first match wins, which
-makes the reported phrase deterministic too. Nothing else is normalised (whitespace inside
-a phrase or a text is compared as it is): the seed's rule is a plain substring match and a
-reader must be able to predict it by eye.
+A request is rejected before any model runs when its text contains one of a skill's unsafe
+phrases as a substring, both normalised the same way (SPEC §5): Unicode NFKC, then
+case-folded, then every run of whitespace made one space and the ends stripped. So
+`"RM \t -RF"`, `"rm  -rf"` and `"ｒｍ -ｒｆ"` all contain `rm -rf`: a double space or a tab
+must not walk past the screen. Phrases are tried in the stored order; the first match wins,
+which makes the reported phrase deterministic too.
+
+Phrases are stored normalised. Phrases stored before this normalisation (only stripped and
+lowercased) are normalised again when a text is screened: `normalized_phrases` caches that
+per phrase list, so no data migration is needed and the common case costs a lookup.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 from app.policy.checks import deny
 from app.policy.model import Deny
@@ -27,14 +33,22 @@ COMMON_WORDS = frozenset({
 })
 
 
+def normalize_text(text: str) -> str:
+    """SPEC §5: NFKC, case-folded, whitespace runs made one space, the ends stripped."""
+    if not text.isascii():  # ASCII is its own NFKC form
+        text = unicodedata.normalize("NFKC", text)
+    return " ".join(text.casefold().split())
+
+
 def normalize_phrase(phrase: str) -> str:
-    """Stripped and lowercased; raises ValueError for an empty or overlong phrase."""
-    stripped = phrase.strip()
-    if not stripped:
+    """The phrase as stored and matched (normalize_text); raises ValueError for a phrase
+    that is empty or longer than MAX_PHRASE_CHARS once normalised."""
+    normal = normalize_text(phrase)
+    if not normal:
         raise ValueError("a phrase must contain something other than whitespace")
-    if len(stripped) > MAX_PHRASE_CHARS:
+    if len(normal) > MAX_PHRASE_CHARS:
         raise ValueError(f"a phrase is at most {MAX_PHRASE_CHARS} characters")
-    return stripped.lower()
+    return normal
 
 
 def normalize_phrases(phrases: Iterable[str]) -> list[str]:
@@ -63,11 +77,35 @@ def phrase_warnings(phrases: Iterable[str]) -> list[str]:
     return warnings
 
 
-def screen(text: str, phrases: Sequence[str]) -> str | None:
-    """The first phrase (already normalised) contained in `text`, case-insensitively."""
-    lowered = text.lower()
+# Phrase lists seen recently, each with its normalised form. Bounded by count; a list is at
+# most 1,000 phrases of 200 characters (app/registry/schemas.py), and a normalised phrase
+# that did not change is the stored string itself, so an entry costs about its key.
+PHRASE_LISTS_CACHED = 64
+
+
+@lru_cache(maxsize=PHRASE_LISTS_CACHED)
+def _normalized(phrases: tuple[str, ...]) -> tuple[str, ...]:
+    out = []
     for phrase in phrases:
-        if phrase in lowered:
+        normal = normalize_text(phrase)
+        # An empty phrase would match every text; the old normalisation could not store one
+        # and the new one refuses it, so one that is empty here is skipped, not matched.
+        if normal:
+            out.append(phrase if normal == phrase else normal)
+    return tuple(out)
+
+
+def normalized_phrases(phrases: Sequence[str]) -> tuple[str, ...]:
+    """`phrases` as screening matches them: each normalised (normalize_text), in order.
+    Stored phrases already are, unless stored before SPEC §5's normalisation."""
+    return _normalized(tuple(phrases))
+
+
+def screen(text: str, phrases: Sequence[str]) -> str | None:
+    """The first phrase contained in `text`, both normalised (normalize_text)."""
+    normal = normalize_text(text)
+    for phrase in normalized_phrases(phrases):
+        if phrase in normal:
             return phrase
     return None
 
@@ -76,10 +114,10 @@ def screen_skills(
     text: str, skills: Iterable[tuple[str, Sequence[str]]]
 ) -> tuple[str, str] | None:
     """Screen against several skills in the given order: (skill, phrase) of the first match."""
-    lowered = text.lower()
+    normal = normalize_text(text)
     for skill, phrases in skills:
-        for phrase in phrases:
-            if phrase in lowered:
+        for phrase in normalized_phrases(phrases):
+            if phrase in normal:
                 return skill, phrase
     return None
 

@@ -177,7 +177,8 @@ async def delete_skill(name: NameParam, session: Session, caller: CallerDep) -> 
              summary="Pre-model rejection: does the text contain a skill's unsafe phrase?")
 async def screen_text(body: ScreenIn, sessions: Sessions, decision_log: DecisionLogDep,
                       caller: CallerDep) -> dict:
-    """Deterministic: `phrase in text.lower()`, phrases in the skill's stored order, first
+    """Deterministic substring match of text and phrases normalised alike (SPEC §5: NFKC,
+    case-folded, whitespace runs made one space), phrases in the skill's stored order, first
     match wins. Without `skill`, every skill is screened in name order. A rejection is a
     successful answer (200), like a deny."""
     # A read-only session, closed before the decision is recorded: holding it (on SQLite,

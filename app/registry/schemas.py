@@ -73,8 +73,8 @@ class ToolList(BaseModel):
 
 class SkillIn(Stored):
     category: Category | None = None
-    # Each phrase: stripped, non-empty, at most 200 characters; stored lowercased, in order,
-    # without duplicates.
+    # Each phrase normalised (SPEC §5: NFKC, case-folded, whitespace runs made one space,
+    # stripped), non-empty, at most 200 characters so; stored in order, without duplicates.
     unsafe_phrases: Annotated[list[Phrase], Field(max_length=1000)]
 
     @model_validator(mode="after")

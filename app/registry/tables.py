@@ -29,7 +29,8 @@ class RegistryTool(Base):
 
 
 class Skill(Base):
-    """A skill's pre-model phrase list, stored lowercased and stripped, in screening order."""
+    """A skill's pre-model phrase list, stored normalised (SPEC §5), in screening order
+    (rows written before that rule are normalised when screening, app/policy/screening.py)."""
 
     __tablename__ = "skills"
 

@@ -59,11 +59,15 @@ tools = st.fixed_dictionaries({"name": valid_names}, optional={
     "safety_category": st.sampled_from(["safe", "destructive", None]),
     "skill_category": st.one_of(st.none(), valid_text), "args": st.dictionaries(
         st.text(max_size=4), json_values, max_size=3)})
+# Roots around the one ContextIn refuses (a `..` segment in any reading, issue 22).
+roots = st.sampled_from(["/sandbox", "/sandbox/..", "/sandbox/../x", "/a..b", "/sb/‥", "/sb/．．",
+                         "/sb/%2e%2e", "/sb/%252e%252e", "/sb/%41", "/sb\\..", "/sb/.", "..",
+                         "/sb/%25252525", "/sb/%c0%ae"])
 free_form = st.dictionaries(st.text(max_size=4), json_values, max_size=3)
 contexts = st.fixed_dictionaries({}, optional={
     "plan_id": st.one_of(st.none(), valid_names),
     "sandbox_id": st.one_of(st.none(), valid_text),
-    "sandbox_root": st.one_of(st.none(), valid_text, st.just("x" * 4096)),
+    "sandbox_root": st.one_of(st.none(), valid_text, st.just("x" * 4096), roots),
     "variables": free_form, "metadata": free_form,
     "plan_read_only": st.booleans(), "require_checkpoints": st.booleans(),
     "accumulated_cost": valid_costs, "total_accumulated_cost": valid_costs,
@@ -182,6 +186,10 @@ def test_valid_bodies_take_the_msgspec_path(body: dict[str, Any]) -> None:
     ({"tool": {"name": "t"}, "context": {"step_retry_count": 1.0}},
      "context.step_retry_count"),
     ({"tool": {"name": "t", "colour": "red"}}, "tool.colour"),
+    ({"tool": {"name": "t"}, "context": {"sandbox_root": "/sandbox/.."}}, "context.sandbox_root"),
+    ({"tool": {"name": "t"}, "context": {"sandbox_root": "/sb/‥"}}, "context.sandbox_root"),
+    ({"tool": {"name": "t"}, "context": {"sandbox_root": "/sb/%252e%252e"}},
+     "context.sandbox_root"),
 ])
 def test_refusals_are_authorize_in_errors(body: dict[str, Any], field: str) -> None:
     with pytest.raises(ValidationError) as refused:
@@ -233,6 +241,7 @@ def test_one_pass_decoder_reads_bodies_as_orjson_and_authorize_in_do(raw: bytes)
     b'\xef\xbb\xbf{"tool":{"name":"t"}}',  # a byte order mark: invalid JSON
     b'{"tool":{"name":"t","args":{"x":' + b"[" * 1100 + b"]" * 1100 + b"}}}",  # too deep
     b'{"tool":{"name":"t"},"plan_id":"p","safety_profile":{}}',  # refused by AuthorizeIn
+    b'{"tool":{"name":"t"},"context":{"sandbox_root":"/sandbox/.."}}',  # refused by ContextIn
     b'{"tool":{"name":"t"}} x', b"[]", b"",
 ])
 def test_one_pass_decoder_leaves_the_unusual_to_orjson(raw: bytes) -> None:

@@ -10,14 +10,24 @@ from __future__ import annotations
 
 import posixpath
 import re
+import unicodedata
+from urllib.parse import unquote
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from app.policy import paths
 from app.policy.checks import check_sandbox_paths
 from app.policy.model import Context, Tool
-from app.policy.paths import PathEscape, check_path, find_escape, normalise, resolve_variables
+from app.policy.paths import (
+    PathEscape,
+    check_path,
+    find_escape,
+    normalise,
+    resolve_variables,
+    root_refusal,
+)
 
 ROOT = "/sandbox"
 VARS = {"out": "build/out.txt", "dir": "build", "up": "../..", "abs_in": "/sandbox/x",
@@ -113,12 +123,14 @@ def test_outside(value: str, stage: str) -> None:
         ("~/x", "starts with '~' before"),
         ("~root/x", "starts with '~' before"),
         ("$tilde/x", "starts with '~' after"),
-        ("%2e%2e/x", "percent-encoded"),
-        ("%2E%2E/x", "percent-encoded"),
-        ("a%2fb", "percent-encoded"),
-        ("a%5c..%5cb", "percent-encoded"),
-        ("a%00b", "percent-encoded"),
-        ("$enc/x", "percent-encoded separator or dot after"),
+        ("%2e%2e/x", "percent-encoded path character before"),
+        ("%2E%2E/x", "percent-encoded path character before"),
+        ("a%2fb", "percent-encoded path character before"),
+        ("a%5c..%5cb", "percent-encoded path character before"),
+        ("a%00b", "percent-encoded path character before"),
+        ("a%7e", "percent-encoded path character before"),
+        ("%24dir", "percent-encoded path character before"),
+        ("$enc/x", "percent-encoded path character after"),
     ],
 )
 def test_ambiguous_values_fail_closed(value: str, fragment: str) -> None:
@@ -165,8 +177,93 @@ def test_missing_or_relative_root_fails_closed(root: str | None, fragment: str) 
     assert fragment in reason("a.txt", root=root)
 
 
-@pytest.mark.parametrize("root", ["/sandbox/", "//sandbox", "/sandbox/.", "/x/../sandbox",
-                                  "/sandbox//", "/sandbox/a/.."])
+# --- issue 22: roots that climb, NFKC and percent-encoded readings ------------------------
+
+
+@pytest.mark.parametrize(("root", "how"), [
+    ("/sandbox/..", "segment"),
+    ("/sandbox/../sandbox", "segment"),
+    ("/x/../sandbox", "segment"),
+    ("/sandbox/a/..", "segment"),
+    ("/sandbox\\..", "segment"),
+    ("/..", "segment"),
+    ("/sandbox/‥", "as NFKC reads it"),
+    ("/sandbox/．．", "as NFKC reads it"),
+    ("/sandbox／．．", "as NFKC reads it"),
+    ("/sandbox/%2e%2e", "once percent-decoded"),
+    ("/sandbox%2f%2e%2e", "once percent-decoded"),
+    ("/sandbox/%252e%252e", "once percent-decoded"),
+    ("/sandbox/％２ｅ％２ｅ", "once percent-decoded"),
+    ("/sandbox/%25252525", "percent-encoded this way"),
+    ("/sandbox/%c0%ae%c0%ae", "percent-encoded this way"),
+])
+def test_a_root_that_climbs_is_refused(root: str, how: str) -> None:
+    """`/sandbox/..` was quietly normalised to `/`, and then `/etc/passwd` was inside."""
+    assert how in root_refusal(root)
+    for value in ("/etc/passwd", "a.txt", "."):
+        text = reason(value, root=root)
+        assert text.startswith("cannot be checked: context.sandbox_root must not ")
+        assert how in text
+
+
+@pytest.mark.parametrize("root", ["/sandbox", "/srv/a..b", "/srv/...", "/srv/..x/y", "/s/%41",
+                                  "/s/100%", "/s/ｆｕｌｌ", "/sandbox/.", "/"])
+def test_roots_without_a_climb_are_not_refused(root: str) -> None:
+    assert root_refusal(root) is None
+    assert accepted("a.txt", root=root)
+
+
+@pytest.mark.parametrize(("value", "fragment"), [
+    # The red team's inputs (issue 22): each passed before.
+    ("%252e%252e/etc/passwd", "percent-encoded path character before"),
+    ("．．／etc/passwd", "escapes the sandbox root '/sandbox' before variable resolution "
+                          "(read as NFKC)"),
+    ("‥/etc/passwd", "escapes the sandbox root '/sandbox' before variable resolution "
+                      "(read as NFKC)"),
+    # Around them.
+    ("a/‥/‥/x", "(read as NFKC)"),
+    ("．．＼．．＼etc", "(read as NFKC)"),
+    ("／etc", "(read as NFKC)"),
+    ("～/x", "starts with '~' before variable resolution (read as NFKC)"),
+    ("％２ｅ％２ｅ/x", "percent-encoded path character before variable resolution "
+                     "(read as NFKC)"),
+    ("%25252e%25252e/x", "percent-encoded path character before"),  # three rounds
+    ("%2525252e/x", "still percent-encoded after 3 rounds of decoding before"),
+    ("%ef%bc%8e%ef%bc%8e/x", "percent-encoded path character before"),  # "．．"
+    ("%c0%ae%c0%ae/x", "percent-encoded bytes that are not UTF-8 before"),  # overlong "."
+    ("%u002e%u002e/x", "holds a %u escape before"),
+    ("%25u002e%25u002e/x", "holds a %u escape once percent-decoded before"),
+    ("＄up", "escapes the sandbox root '/sandbox' after variable resolution (read as NFKC)"),
+    ("＄missing", "variable '$missing' cannot be resolved (read as NFKC)"),
+])
+def test_encoded_and_compatibility_forms_fail_closed(value: str, fragment: str) -> None:
+    assert fragment in reason(value)
+
+
+def test_variables_are_read_as_nfkc_too() -> None:
+    assert "after variable resolution (read as NFKC)" in reason("$x", variables={"x": "‥/‥"})
+    assert "percent-encoded path character after" in reason(
+        "$x", variables={"x": "%252e%252e"})
+    assert accepted("$x/ｆｉｌｅ", variables={"x": "ｒｅｐｏｒｔｓ"})
+
+
+@pytest.mark.parametrize("value", ["%41", "a%20b", "100%", "%zz", "50%25", "ｆｉｌｅ.txt",
+                                   "a‥b", "名前/ファイル", "%e5%90%8d", "/sandbox/ｘ"])
+def test_harmless_encodings_and_compatibility_forms_pass(value: str) -> None:
+    assert accepted(value), reason(value)
+
+
+def test_a_root_nfkc_changes_admits_relative_values_only() -> None:
+    """The NFKC reading of a value is checked against the root as sent: a handler that
+    normalises the value but not the root must not leave it either."""
+    root = "/ｓａｎｄｂｏｘ"
+    assert accepted("a.txt", root=root) and accepted("ｘ", root=root)
+    assert "(read as NFKC)" in reason("/ｓａｎｄｂｏｘ/a.txt", root=root)
+    assert "before variable resolution" in reason("/sandbox/a.txt", root=root)
+
+
+@pytest.mark.parametrize("root", ["/sandbox/", "//sandbox", "/sandbox/.", "/sandbox//",
+                                  "/./sandbox/./"])
 def test_root_is_normalised(root: str) -> None:
     assert accepted("a.txt", root=root)
     assert accepted("/sandbox/a.txt", root=root)
@@ -224,6 +321,14 @@ def test_check_sandbox_paths_denies_with_the_argument() -> None:
     assert no_paths[0] == "pass"
 
 
+def test_check_sandbox_paths_with_a_climbing_root_fails_closed() -> None:
+    """The door refuses such a root (422); a Context built any other way still fails."""
+    ctx = Context(plan_id="p-1", sandbox_root="/sandbox/..")
+    deny = check_sandbox_paths(_tool({"output": "/etc/passwd"}, ("output",)), ctx, None)
+    assert deny.code == "sandbox_path_escape" and deny.details == {"argument": "output"}
+    assert "context.sandbox_root must not contain a '..' segment" in deny.message
+
+
 def test_check_sandbox_paths_without_root_fails_closed() -> None:
     deny = check_sandbox_paths(_tool({"output": "x"}, ("output",)), Context(), None)
     assert deny.code == "sandbox_path_escape"
@@ -233,8 +338,12 @@ def test_check_sandbox_paths_without_root_fails_closed() -> None:
 # --- properties ---------------------------------------------------------------------------
 
 SEGMENTS = ["..", ".", "", "a", "b", "$v", "${v}", "$w", "${w}", "~", "%2e%2e", "\\..",
-            "/", "\\", "$", "${", "}", "$$v", "${undefined}", "sandbox", "..\\..", "x\x00"]
-ROOTS = ["/", "/sandbox", "/sandbox/", "//sandbox", "/a/b/c", "/srv/sand box", "/sandbox/./x/.."]
+            "/", "\\", "$", "${", "}", "$$v", "${undefined}", "sandbox", "..\\..", "x\x00",
+            # Readings other than the literal one: NFKC and percent-decoding (issue 22).
+            "．．", "‥", "．", "／", "＼", "＄v", "～", "%252e%252e", "％２ｅ％２ｅ", "%41", "%25",
+            "%2F", "%ef%bc%8e", "%c0%ae", "%u002e", "ｓａｎｄｂｏｘ"]
+ROOTS = ["/", "/sandbox", "/sandbox/", "//sandbox", "/a/b/c", "/srv/sand box", "/sandbox/./x/.",
+         "/srv/a..b", "/srv/％41", "/srv/ｓａｎｄｂｏｘ"]
 NAMES = ["v", "w", "HOME"]
 REFERENCE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
@@ -254,7 +363,8 @@ def hostile_paths(draw: st.DrawFn) -> str:
 # Short, pointed values (another reference, a climb, an absolute path) are drawn often, so
 # chains such as v -> "$w" -> "../.." turn up within the example budget.
 POINTED = ["$v", "${v}", "$w", "${w}", "$HOME", "${HOME}/..", "$w/../..", "../..", "..", "/etc",
-           "/", "~", "a", "", "$", "${", "\\..\\..", "%2e%2e", "a\x00"]
+           "/", "~", "a", "", "$", "${", "\\..\\..", "%2e%2e", "a\x00", "‥/‥", "．．／．．",
+           "%252e%252e/%252e%252e", "＄w", "$ｗ"]
 variable_values = st.one_of(
     st.sampled_from(POINTED), hostile_paths(), st.text(max_size=8), st.integers(), st.none(),
     st.lists(st.text(max_size=2)),
@@ -316,6 +426,35 @@ def test_accepted_paths_stay_inside_before_and_after_resolution(
     assert stage == resolve_variables(value, env)
 
 
+def decoded(text: str) -> str:
+    """The oracle's percent-decoding: as a lenient handler would, three times over."""
+    for _ in range(3):
+        text = unquote(text)
+    return unicodedata.normalize("NFKC", text)
+
+
+@PROPERTY
+@given(root=st.sampled_from(ROOTS), value=values, env=variables)
+def test_accepted_paths_stay_inside_in_every_reading(root: str, value: str, env: dict) -> None:
+    """Whatever a handler does to an accepted value (NFKC-normalises it, percent-decodes it,
+    resolves its variables before or after), the path stays inside the root as sent."""
+    try:
+        check_path(value, root=root, variables=env)
+    except PathEscape:
+        return
+    folded = unicodedata.normalize("NFKC", value)
+    stages = [value, folded]
+    for start in (value, folded):
+        resolved = substitute_once(start, env)
+        assert resolved is not None, f"accepted {value!r} but {start!r} cannot be resolved"
+        stages += [resolved, unicodedata.normalize("NFKC", resolved)]
+    for stage in stages:
+        for reading in (stage, decoded(stage)):
+            assert contained(root, reading), f"{value!r} reads as {reading!r}, outside {root!r}"
+            assert not any(ord(c) < 32 or ord(c) == 127 for c in reading)
+            assert not reading.startswith("~")
+
+
 @PROPERTY
 @given(root=st.sampled_from(ROOTS), items=st.lists(values, max_size=4), env=variables)
 def test_find_escape_agrees_with_check_path(root: str, items: list[str], env: dict) -> None:
@@ -344,3 +483,26 @@ def test_climbing_above_the_root_is_refused(depth: int, extra: int, tail: str) -
     value = "d/" * depth + "../" * (depth + extra) + tail
     assert not accepted(value, root="/sandbox", variables={})
     assert not accepted("$v", root="/sandbox", variables={"v": value})
+
+
+ROOT_SEGMENTS = ["..", ".", "", "sandbox", "a..b", "...", "‥", "．．", "．", "／", "＼", "\\",
+                 "%2e%2e", "%2E.", "%252e%252e", "％２ｅ％２ｅ", "%2f..", "%41", "%", "ｓｂ"]
+
+
+@PROPERTY
+@given(parts=st.lists(st.one_of(st.sampled_from(ROOT_SEGMENTS), st.text(max_size=3)),
+                      min_size=1, max_size=6))
+def test_no_root_in_use_climbs_in_any_reading(parts: list[str]) -> None:
+    """A root the core uses has no `..` segment as sent, as NFKC reads it, or decoded: so
+    normalising it never climbs, and what it names is what it says."""
+    root = "/" + "/".join(parts)
+    try:
+        used = paths.check_root(root)
+    except PathEscape as escape:
+        assert "context.sandbox_root" in str(escape)
+        return
+    folded = unicodedata.normalize("NFKC", root)
+    for reading in (root, folded, decoded(root), decoded(folded)):
+        assert ".." not in re.split(r"[/\\]", reading), reading
+    kept = [p for p in re.split(r"/+", root.replace("\\", "/")) if p not in ("", ".")]
+    assert used == "/" + "/".join(kept)

@@ -7,6 +7,8 @@ import pytest
 from app.policy.screening import (
     normalize_phrase,
     normalize_phrases,
+    normalize_text,
+    normalized_phrases,
     phrase_warnings,
     screen,
     screen_skills,
@@ -20,11 +22,66 @@ PHRASES = normalize_phrases(["delete all documents", "rm -rf", "Format Drive"])
     ("Delete All Documents now", "delete all documents"),
     ("FORMAT DRIVE c:", "format drive"),
     ("convert the file format to flac", None),
-    ("rm  -rf with two spaces is a different string", None),
     ("", None),
 ])
-def test_screen_is_a_lowercase_substring_match(text, expected):
+def test_screen_is_a_substring_match_ignoring_case(text, expected):
     assert screen(text, PHRASES) == expected
+
+
+# SPEC §5 (issue 22): whitespace runs, NFKC and case folding no longer walk past the screen.
+@pytest.mark.parametrize("text", [
+    "rm  -rf /", "rm\t-rf /", "rm \t -rf", "RM \t -RF", "rm\n-rf", "rm\r\n-rf",
+    "rm\u00a0-rf", "rm\u3000-rf", "rm\u2003\u2003-rf", "rm\x0b-rf", "rm\x1f-rf",
+    "ｒｍ －ｒｆ", "ＲＭ -ＲＦ", "please\trun rm   -rf\tnow",
+])
+def test_whitespace_width_and_case_variants_are_caught(text):
+    assert screen(text, PHRASES) == "rm -rf"
+    assert screen_skills(text, [("shell", PHRASES)]) == ("shell", "rm -rf")
+
+
+@pytest.mark.parametrize(("raw", "normal"), [
+    ("  RM \t -RF ", "rm -rf"),
+    ("Format\u00a0\u00a0Drive", "format drive"),
+    ("ＦＯＲＭＡＴ　ＤＲＩＶＥ", "format drive"),  # full-width letters, ideographic space
+    ("Straße", "strasse"),  # case folding, not just lowercasing
+    ("ﬁle", "file"),  # NFKC: the ligature
+    ("delete\nall\r\ndocuments", "delete all documents"),
+])
+def test_normalisation_is_nfkc_casefold_and_whitespace_runs(raw, normal):
+    assert normalize_text(raw) == normal
+    assert normalize_phrase(raw) == normal
+    assert screen(f"x {raw} y", [normal]) == normal
+    assert screen(f"x {normal} y", normalize_phrases([raw])) == normal
+
+
+def test_phrases_stored_before_spec_5_are_normalised_when_matching():
+    """Rows written with the old rule (stripped and lowercased only) match as if stored
+    today: no data migration needed."""
+    old_rows = ["rm  -rf", "format\tdrive", "ｗｉｐｅ ａｌｌ", "STRAẞE"]
+    assert screen("sudo rm -rf /", old_rows) == "rm -rf"
+    assert screen("FORMAT  DRIVE c:", old_rows) == "format drive"
+    assert screen("wipe all", old_rows) == "wipe all"
+    assert screen("die strasse", old_rows) == "strasse"
+    assert screen_skills("rm \t-rf", [("old", old_rows)]) == ("old", "rm -rf")
+    # A row that would be empty now is skipped rather than matching every text.
+    assert screen("anything", ["\x1c"]) is None
+
+
+def test_normalised_phrase_lists_are_cached_and_reuse_the_stored_strings():
+    stored = ["rm -rf", "format drive"]
+    first = normalized_phrases(stored)
+    assert first == ("rm -rf", "format drive")
+    assert normalized_phrases(list(stored)) is first  # one normalisation per list
+    assert all(a is b for a, b in zip(first, stored, strict=True))  # unchanged: same string
+    assert normalized_phrases(["RM  -RF"]) == ("rm -rf",)
+
+
+def test_normalisation_limits_apply_to_the_normalised_phrase():
+    with pytest.raises(ValueError):
+        normalize_phrase(" \t\u3000 ")
+    with pytest.raises(ValueError):
+        normalize_phrase("ﷺ" * 12)  # one character, 18 once NFKC-normalised
+    assert normalize_phrase("a  " * 100) == " ".join(["a"] * 100)
 
 
 def test_first_phrase_in_stored_order_wins():

@@ -81,6 +81,12 @@ async def test_destructive_tool_needs_dry_run_or_confirmed(client, dry_run, conf
     ("%2e%2e/x", {}, False),
     ("..\\..\\etc", {}, False),
     ("$A", {"A": "$B", "B": "/etc"}, False),
+    # Issue 22: double encoding, NFKC forms (full-width, the two-dot leader U+2025).
+    ("%252e%252e/etc/passwd", {}, False),
+    ("．．／etc/passwd", {}, False),
+    ("‥/etc/passwd", {}, False),
+    ("$OUT/x", {"OUT": "‥/‥"}, False),
+    ("ｏｕｔ/%41.txt", {}, True),
 ])
 async def test_sandbox_path_arguments(client, path, variables, allowed):
     await client.put("/v1/tools/fs.delete", json=DELETE)
