@@ -82,9 +82,11 @@ async def get_profile(name: ProfileNameParam, session: Session) -> dict:
 
 @router.get("/profiles/{name}/versions", response_model=ProfileVersionList)
 async def list_profile_versions(name: ProfileNameParam, session: Session) -> dict:
-    rows = await profile_repo.list_profile_versions(session, name)
-    if not rows:
+    # The versions of a deleted profile are kept (a re-created one continues them), but
+    # like GET /v1/profiles/{name} this answers only for a profile that exists.
+    if await profile_repo.get_profile(session, name) is None:
         raise NotFound(f"profile '{name}' does not exist", profile=name)
+    rows = await profile_repo.list_profile_versions(session, name)
     return {"items": [
         {"name": r.name, "version": r.version, "description": r.description,
          "safety": r.safety, "created_at": r.created_at} for r in rows
