@@ -44,6 +44,9 @@ def asyncpg_dsn(database_url: str) -> str | None:
     return _renamed_query(dsn, "ssl", "sslmode")
 
 
+LogLevel = Literal["critical", "error", "warning", "info", "debug", "trace"]
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TOOLGATE_", extra="ignore")
 
@@ -53,7 +56,9 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8000
     workers: int = Field(default=1, ge=1, le=64)
-    log_level: str = "info"
+    # uvicorn's levels (uvicorn.config.LOG_LEVELS), any case: checked here, so an unknown
+    # one stops `toolgate serve` with the variable named instead of a KeyError in uvicorn.
+    log_level: LogLevel = "info"
     # A plan's lock never changes, so it can be cached without invalidation; the bound only
     # caps memory (an entry is well under 1 KiB).
     plan_cache_size: int = Field(default=100_000, ge=0)
@@ -119,6 +124,11 @@ class Settings(BaseSettings):
                              "5432/db or sqlite:///path/to/file.db")
         url = f"{driver}://{rest}"
         return _renamed_query(url, "sslmode", "ssl") if driver == DRIVERS["postgres"] else url
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("masked_keys", mode="before")
     @classmethod

@@ -25,7 +25,7 @@ from app.decisions.log import DecisionLog
 from app.decisions.routes import router as decisions_router
 from app.decisions.writer.start import WRITER_SOCKET_ENV
 from app.health.routes import router as health_router
-from app.kit import handlers
+from app.kit import handlers, openapi
 from app.kit.middleware import BodyLimit
 from app.kit.notify import Notifier
 from app.plans.routes import router as plans_router
@@ -105,12 +105,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = ToolgateApp(title="toolgate", version="0.1.0", description=DESCRIPTION,
                       lifespan=lifespan)
     handlers.install(app)
+    openapi.install(app)
     app.include_router(health_router)
-    # Every other route needs a key, and the role its route has in app/auth/roles.py.
+    # Every other route needs a key, and the role its route has in app/auth/roles.py; the
+    # OpenAPI document says so once for all of them (app/kit/openapi.py).
+    keyed = openapi.errors(401, 403, 503, *([429] if settings.rate_limit_per_second else []))
     for router in (decide_router, batch_router, plans_router, config_router,
                    registry_router, safety_test_router, decisions_router,
                    test_router, keys_router):
-        app.include_router(router, dependencies=[Depends(authorize)])
+        openapi.document_inputs(router)
+        app.include_router(router, dependencies=[Depends(authorize)], responses=keyed)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     if settings.fast_path:
         app.fast_path = FastAuthorize(limit=settings.max_body_bytes)

@@ -35,3 +35,18 @@ def test_the_writer_and_the_notifier_connect_with_libpq_tls_parameters():
         "postgresql://u:p@db/toolgate?sslmode=verify-full"
     assert asyncpg_dsn("postgresql+asyncpg://u@db/toolgate") == "postgresql://u@db/toolgate"
     assert asyncpg_dsn("sqlite+aiosqlite:///./toolgate.db") is None
+
+
+@pytest.mark.parametrize(("given", "used"), [("info", "info"), ("WARNING", "warning"),
+                                             (" Debug ", "debug"), ("trace", "trace")])
+def test_log_levels_are_uvicorns(given, used):
+    assert Settings(log_level=given).log_level == used
+
+
+@pytest.mark.parametrize("level", ["bogus", "", "warn", "10"])
+def test_a_log_level_uvicorn_does_not_know_is_refused_naming_the_field(level):
+    """uvicorn looks the level up in its own table when it starts: before, an unknown one
+    passed Settings and `toolgate serve` died there with a KeyError traceback."""
+    with pytest.raises(ValidationError) as refused:
+        Settings(log_level=level)
+    assert refused.value.errors()[0]["loc"] == ("log_level",)

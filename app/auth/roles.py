@@ -67,7 +67,7 @@ PERMISSIONS: dict[str, Rule] = {
 
 # Routes that never need a key.
 PUBLIC: frozenset[tuple[str, str]] = frozenset({
-    ("GET", "/healthz"), ("GET", "/readyz"),
+    ("GET", "/healthz"), ("GET", "/readyz"), ("HEAD", "/healthz"), ("HEAD", "/readyz"),
     ("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/docs/oauth2-redirect"),
     ("GET", "/redoc"),
 })

@@ -16,6 +16,7 @@ from app.decisions.audit import audit_change
 from app.decisions.records import iso
 from app.kit.deps import CallerDep, NameParam, Session
 from app.kit.errors import NotFound
+from app.kit.openapi import errors
 from app.store.base import utcnow
 
 router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["keys"])
@@ -36,7 +37,7 @@ def _audited(row: ApiKey) -> dict[str, Any]:
             "revoked": row.revoked_at is not None}
 
 
-@router.post("/keys", response_model=KeyCreated, status_code=201,
+@router.post("/keys", response_model=KeyCreated, status_code=201, responses=errors(409),
              summary="Create a key; the secret is in this answer only")
 async def create_key(body: KeyIn, session: Session, caller: CallerDep) -> dict:
     secret = new_secret()
@@ -54,7 +55,7 @@ async def list_keys(session: Session) -> dict:
     return {"items": [_key(row) for row in await repo.list_keys(session)]}
 
 
-@router.delete("/keys/{key_id}", status_code=204,
+@router.delete("/keys/{key_id}", status_code=204, responses=errors(404),
                summary="Revoke a key: refused at once by every process (docs/auth.md)")
 async def revoke_key(key_id: NameParam, session: Session, key_cache: KeyCacheDep,
                      caller: CallerDep) -> Response:

@@ -7,22 +7,15 @@ from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
-    BeforeValidator,
     Field,
     StringConstraints,
     field_validator,
     model_validator,
 )
 
-from app.kit.schemas import Name, Stored
+from app.kit.schemas import DateTimeUTCDefault, Name, Stored
 
 RoleName = Literal["admin", "agent", "approver", "auditor"]
-
-
-def _rfc3339_text(value: object) -> object:
-    if value is not None and not isinstance(value, str):
-        raise ValueError("must be an RFC 3339 date-time string")
-    return value
 
 
 class KeyIn(Stored):
@@ -32,8 +25,7 @@ class KeyIn(Stored):
     projects: Annotated[list[Name], Field(min_length=1, max_length=1000)] | None
     # RFC 3339 text only (strict mode would refuse any string, lax mode would take numbers);
     # without an offset it is UTC.
-    expires_at: Annotated[datetime | None, Field(strict=False),
-                          BeforeValidator(_rfc3339_text)] = None
+    expires_at: Annotated[DateTimeUTCDefault | None, Field(strict=False)] = None
 
     @field_validator("projects")
     @classmethod

@@ -62,9 +62,26 @@ class TestReport(BaseModel):
     results: list[CaseResult]
 
 
+# One case as the document describes it (Case and Expect above; `request` is checked per
+# case and a bad one is reported in that case's result).
+CASE_SCHEMA = {
+    "type": "object", "required": ["request", "expect"],
+    "properties": {
+        "name": {"type": ["string", "null"]},
+        "request": {"type": "object", "description": "a POST /v1/authorize-tool body"},
+        "expect": {"type": "object", "required": ["allowed"], "additionalProperties": False,
+                   "properties": {"allowed": {"type": "boolean"},
+                                  "code": {"type": ["string", "null"]}}},
+    },
+}
 TEST_BODY = {"requestBody": {"required": True, "content": {
-    "application/json": {"schema": {"type": "array", "items": {"type": "object"}}},
-    "application/x-ndjson": {"schema": {"type": "string"}},
+    "application/json": {"schema": {"oneOf": [
+        {"type": "array", "items": CASE_SCHEMA, "minItems": 1},
+        {"type": "object", "required": ["cases"], "additionalProperties": False,
+         "properties": {"cases": {"type": "array", "items": CASE_SCHEMA, "minItems": 1}}},
+    ]}},
+    "application/x-ndjson": {"schema": {"type": "string"},
+                             "description": "one case (a JSON object) per line"},
 }}}
 
 

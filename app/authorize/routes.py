@@ -14,6 +14,7 @@ from app.decisions.audit import record_decisions
 from app.decisions.deps import DecisionLogDep
 from app.kit.deps import CallerDep
 from app.kit.errors import ToolgateError
+from app.kit.openapi import errors
 from app.policy.denies import errors_document
 from app.policy.tool import MissingCapability
 
@@ -25,7 +26,7 @@ def _json(body: object) -> Response:
     return Response(orjson.dumps(body), media_type="application/json")
 
 
-@router.post("/authorize-tool", response_model=DecisionOut,
+@router.post("/authorize-tool", response_model=DecisionOut, responses=errors(404),
              summary="May this tool run, in this plan, with this context?")
 async def authorize_tool(body: AuthorizeIn, authorizer: AuthorizerDep,
                          decision_log: DecisionLogDep, caller: CallerDep,
@@ -41,7 +42,7 @@ async def authorize_tool(body: AuthorizeIn, authorizer: AuthorizerDep,
     return _json(response)
 
 
-@batch_router.post("/authorize-tools", response_model=DecisionBatchOut,
+@batch_router.post("/authorize-tools", response_model=DecisionBatchOut, responses=errors(404),
                    summary="Up to 100 decisions, answered in order")
 async def authorize_tools(body: AuthorizeBatchIn, authorizer: AuthorizerDep,
                           decision_log: DecisionLogDep, caller: CallerDep,

@@ -20,7 +20,8 @@ from app.decisions.queries import Filters
 from app.decisions.records import RECORD_FIELDS
 from app.kit.deps import Session, Sessions
 from app.kit.errors import InvalidInput, NotFound
-from app.kit.schemas import NAME_PATTERN
+from app.kit.openapi import errors
+from app.kit.schemas import NAME_PATTERN, DateTime
 
 router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["decision log"])
 
@@ -70,8 +71,8 @@ def _seq(cursor: str) -> int:
 async def list_decisions(
     session: Session,
     principal: PrincipalDep,
-    since: datetime | None = None,
-    until: datetime | None = None,
+    since: DateTime | None = None,
+    until: DateTime | None = None,
     project: NameQuery = None,
     plan_id: NameQuery = None,
     action_id: NameQuery = None,
@@ -98,8 +99,8 @@ async def list_decisions(
 async def decision_stats(
     session: Session,
     principal: PrincipalDep,
-    since: datetime | None = None,
-    until: datetime | None = None,
+    since: DateTime | None = None,
+    until: DateTime | None = None,
     group_by: Literal["code", "tool", "project", "allowed", "error", "kind"] | None = None,
     bucket: Literal["minute", "hour", "day"] | None = None,
     project: NameQuery = None,
@@ -112,7 +113,8 @@ async def decision_stats(
     return {"since": since, "until": until, "group_by": group_by, "bucket": bucket, **answer}
 
 
-@router.get("/decisions/{decision_id}", summary="One decision or configuration change")
+@router.get("/decisions/{decision_id}", responses=errors(404),
+            summary="One decision or configuration change")
 async def get_decision(decision_id: str, session: Session,
                        principal: PrincipalDep) -> Response:
     row = await queries.get(session, decision_id[:64])
@@ -145,12 +147,23 @@ async def _csv(records: AsyncIterator[dict]) -> AsyncIterator[bytes]:
     yield buffer.getvalue().encode()
 
 
-@router.get("/audit/export", summary="Every record of a range, streamed (JSONL or CSV)")
+class JSONLines(StreamingResponse):
+    media_type = "application/x-ndjson"
+
+
+EXPORTED = {200: {"description": "One record per line (`format=jsonl`, the default), or CSV "
+                                 "with a header row (`format=csv`)",
+                  "content": {"application/x-ndjson": {"schema": {"type": "string"}},
+                              "text/csv": {"schema": {"type": "string"}}}}}
+
+
+@router.get("/audit/export", response_class=JSONLines, responses=EXPORTED,
+            summary="Every record of a range, streamed (JSONL or CSV)")
 async def audit_export(
     sessions: Sessions,
     principal: PrincipalDep,
-    since: datetime | None = None,
-    until: datetime | None = None,
+    since: DateTime | None = None,
+    until: DateTime | None = None,
     format: Literal["jsonl", "csv"] = "jsonl",
 ) -> StreamingResponse:
     _filters(since, until)
@@ -162,16 +175,15 @@ async def audit_export(
         return StreamingResponse(_csv(records), media_type="text/csv",
                                  headers={"Content-Disposition":
                                           'attachment; filename="toolgate-audit.csv"'})
-    return StreamingResponse(_jsonl(records), media_type="application/x-ndjson",
-                             headers={"Content-Disposition":
-                                      'attachment; filename="toolgate-audit.jsonl"'})
+    return JSONLines(_jsonl(records), headers={"Content-Disposition":
+                                               'attachment; filename="toolgate-audit.jsonl"'})
 
 
 @router.get("/audit/verify", summary="Check the hash chain over a range")
 async def audit_verify(
     sessions: Sessions,
-    since: datetime | None = None,
-    until: datetime | None = None,
+    since: DateTime | None = None,
+    until: DateTime | None = None,
 ) -> dict:
     """The chain spans every project, so this needs a key whose projects are all (null):
     a scoped key gets 403 (docs/auth.md)."""

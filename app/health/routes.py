@@ -6,16 +6,25 @@ from fastapi import APIRouter, Request, Response
 from sqlalchemy import text
 
 from app.kit.handlers import envelope
+from app.kit.openapi import errors
 
 router = APIRouter(tags=["health"])
 
 
+# GET and HEAD (load balancers' and probes' check): one route each, so each operation has
+# its own operationId in the OpenAPI document.
+@router.head("/healthz")
 @router.get("/healthz")
 async def healthz() -> dict:
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+NOT_READY = errors(503, s503="Not ready (code not_ready): the database does not answer, or "
+                               "its schema is behind this code's")
+
+
+@router.head("/readyz", responses=NOT_READY)
+@router.get("/readyz", responses=NOT_READY)
 async def readyz(request: Request) -> Response:
     state = request.app.state  # the engine and the schema revisions main.py put there
     try:

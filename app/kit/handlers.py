@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import re
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -12,6 +14,7 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import compile_path
 
 from app.kit.errors import InvalidJSON, ToolgateError
 from app.policy.tool import MissingCapability
@@ -101,8 +104,37 @@ def render(exc: Exception, *, method: str = "", path: str = "") -> Response:
     return envelope(500, "internal", "internal error; the request was not completed")
 
 
+try:  # FastAPI >= 0.165 keeps included routers as such: this walks their routes
+    from fastapi.routing import iter_route_contexts as _routes
+except ImportError:  # before, include_router copied every route into app.routes
+    def _routes(routes: Any) -> Any:
+        return routes
+
+
+@lru_cache(maxsize=1024)
+def _path_regex(template: str) -> re.Pattern[str]:
+    return compile_path(template)[0]
+
+
+def allowed_methods(app: Any, path: str) -> list[str]:
+    """Every method some route answers at this path. Starlette's 405 names only the
+    methods of the first route whose path matched (`PUT /v1/profiles/x` routes its GET
+    and DELETE elsewhere), which is not what `Allow` means (RFC 9110 §10.2.1)."""
+    methods: set[str] = set()
+    for route in _routes(app.routes):
+        template, answered = getattr(route, "path", None), getattr(route, "methods", None)
+        if template and answered and _path_regex(template).match(path):
+            methods |= answered
+    return sorted(methods)
+
+
 async def _handle(request: Request, exc: Exception) -> Response:
-    return render(exc, method=request.method, path=request.url.path)
+    response = render(exc, method=request.method, path=request.url.path)
+    if response.status_code == 405:
+        methods = allowed_methods(request.app, request.scope.get("path", ""))
+        if methods:
+            response.headers["Allow"] = ", ".join(methods)
+    return response
 
 
 def install(app: FastAPI) -> None:

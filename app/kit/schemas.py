@@ -6,14 +6,18 @@ numbers finite. Unknown fields are rejected except in free-form fields.
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
 )
 
@@ -24,6 +28,42 @@ Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 ProfileName = Annotated[str, StringConstraints(pattern=PROFILE_NAME_PATTERN)]
 Cost = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
+
+
+# RFC 3339 date-time text (SPEC §4, §6): full-date "T" full-time, the offset Z or +hh:mm.
+# Checked as text before pydantic parses it, which would otherwise also take numbers
+# ("0.5", "1700000000": seconds since the epoch), dates alone and other ISO 8601 forms.
+_RFC3339 = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?%s$"
+RFC3339_PATTERN = _RFC3339 % r"([Zz]|[+-][0-9]{2}:[0-9]{2})"
+RFC3339_OPTIONAL_OFFSET_PATTERN = _RFC3339 % r"([Zz]|[+-][0-9]{2}:[0-9]{2})?"
+
+
+def _rfc3339(pattern: str, example: str) -> Any:
+    check = re.compile(pattern)
+
+    def text(value: Any) -> Any:
+        if value is None or isinstance(value, datetime):  # absent, or given by Python code
+            return value
+        if not isinstance(value, str) or not check.match(value):
+            raise ValueError(f"must be an RFC 3339 date-time, e.g. {example}")
+        return value
+
+    return BeforeValidator(text)
+
+
+# In a strict model, add Field(strict=False): strict mode takes no text for a datetime.
+DateTime = Annotated[
+    datetime,
+    _rfc3339(RFC3339_PATTERN, "2026-01-31T12:00:00Z"),
+    WithJsonSchema({"type": "string", "format": "date-time", "pattern": RFC3339_PATTERN}),
+]
+# The same, where a time without an offset is documented to mean UTC (a key's expires_at).
+DateTimeUTCDefault = Annotated[
+    datetime,
+    _rfc3339(RFC3339_OPTIONAL_OFFSET_PATTERN, "2026-01-31T12:00:00Z"),
+    WithJsonSchema({"type": "string", "pattern": RFC3339_OPTIONAL_OFFSET_PATTERN,
+                    "description": "RFC 3339 date-time; UTC when it has no offset"}),
+]
 
 
 class Strict(BaseModel):

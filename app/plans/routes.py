@@ -23,6 +23,7 @@ from app.auth.scope import (
 from app.decisions.audit import audit_change, record_in_transaction
 from app.kit.deps import CallerDep, NameParam, Session, SettingsDep
 from app.kit.errors import Conflict, InvalidInput, NotFound
+from app.kit.openapi import errors
 from app.kit.schemas import NAME_PATTERN
 from app.plans import repository as plan_repo
 from app.plans.deps import PlanCacheDep
@@ -44,7 +45,7 @@ router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["plans"])
 
 @router.post("/plans", response_model=PlanOut, status_code=201,
              responses={200: {"model": PlanOut, "description": "The same request again"},
-                        409: {"description": "plan_id exists with a different request"}})
+                        **errors(404, 409, s409="plan_id exists with a different request")})
 async def create_plan(body: PlanIn, session: Session, response: Response, settings: SettingsDep,
                       caller: CallerDep, principal: PrincipalDep) -> dict:
     if body.safety_profile is not None:
@@ -124,7 +125,7 @@ async def list_plans(
     return {"items": [plan_out(p) for p in page], "next_cursor": next_cursor}
 
 
-@router.get("/plans/{plan_id}", response_model=PlanOut)
+@router.get("/plans/{plan_id}", response_model=PlanOut, responses=errors(404))
 async def get_plan(plan_id: NameParam, session: Session, principal: PrincipalDep) -> dict:
     plan = await plan_repo.get_plan(session, plan_id)
     if plan is None or not principal.sees(plan.project):
@@ -149,14 +150,14 @@ async def _transition(plan_id: str, transition: str, target: str, session: Sessi
 
 
 @router.post("/plans/{plan_id}/execute", response_model=PlanOut,
-             responses={409: {"description": "PlanReadOnlyError (code plan_read_only)"}})
+             responses=errors(404, 409, s409="PlanReadOnlyError (code plan_read_only)"))
 async def execute_plan(plan_id: NameParam, session: Session, caller: CallerDep,
                        principal: PrincipalDep) -> dict:
     return await _transition(plan_id, "execute", "executing", session, caller, principal)
 
 
 @router.post("/plans/{plan_id}/lifecycle-apply", response_model=PlanOut,
-             responses={409: {"description": "PlanReadOnlyError (code plan_read_only)"}})
+             responses=errors(404, 409, s409="PlanReadOnlyError (code plan_read_only)"))
 async def lifecycle_apply(plan_id: NameParam, session: Session, caller: CallerDep,
                           principal: PrincipalDep) -> dict:
     return await _transition(plan_id, "lifecycle-apply", "applied", session, caller,
@@ -167,7 +168,7 @@ def _lock_out(lock: PlanLock) -> dict:
     return {"safety_profile": lock.safety.as_dict(), **lock.summary}
 
 
-@router.post("/resolve", response_model=ResolveOut)
+@router.post("/resolve", response_model=ResolveOut, responses=errors(404))
 async def resolve(body: ResolveIn, session: Session, plans: PlanCacheDep, caller: CallerDep,
                   principal: PrincipalDep) -> dict:
     if body.plan_id is not None:

@@ -13,6 +13,7 @@ from app.auth.scope import action_not_found
 from app.decisions.audit import audit_change
 from app.kit.deps import CallerDep, NameParam, ProfileNameParam, Session
 from app.kit.errors import Conflict, InvalidInput, NotFound
+from app.kit.openapi import errors
 from app.kit.schemas import NAME_PATTERN
 from app.profiles import repository as profile_repo
 from app.profiles.schemas import (
@@ -51,7 +52,7 @@ def _profile(row) -> dict:  # type: ignore[no-untyped-def]
 
 
 @router.put("/profiles/{name}", response_model=ProfileOut, status_code=200,
-            responses={201: {"model": ProfileOut, "description": "Created"}})
+            responses={201: {"model": ProfileOut, "description": "Created"}, **errors(409)})
 async def put_profile(name: ProfileNameParam, body: ProfileIn, session: Session,
                       response: Response, caller: CallerDep) -> dict:
     existing = await profile_repo.get_profile(session, name)
@@ -72,7 +73,7 @@ async def list_profiles(session: Session) -> dict:
     return {"items": [_profile(row) for row in await profile_repo.list_profiles(session)]}
 
 
-@router.get("/profiles/{name}", response_model=ProfileOut)
+@router.get("/profiles/{name}", response_model=ProfileOut, responses=errors(404))
 async def get_profile(name: ProfileNameParam, session: Session) -> dict:
     row = await profile_repo.get_profile(session, name)
     if row is None:
@@ -80,18 +81,23 @@ async def get_profile(name: ProfileNameParam, session: Session) -> dict:
     return _profile(row)
 
 
-@router.get("/profiles/{name}/versions", response_model=ProfileVersionList)
+@router.get("/profiles/{name}/versions", response_model=ProfileVersionList,
+            responses=errors(404))
 async def list_profile_versions(name: ProfileNameParam, session: Session) -> dict:
-    rows = await profile_repo.list_profile_versions(session, name)
-    if not rows:
+    # The versions of a deleted profile are kept (a re-created one continues them), but
+    # like GET /v1/profiles/{name} this answers only for a profile that exists.
+    if await profile_repo.get_profile(session, name) is None:
         raise NotFound(f"profile '{name}' does not exist", profile=name)
+    rows = await profile_repo.list_profile_versions(session, name)
     return {"items": [
         {"name": r.name, "version": r.version, "description": r.description,
          "safety": r.safety, "created_at": r.created_at} for r in rows
     ]}
 
 
-@router.delete("/profiles/{name}", status_code=204)
+@router.delete("/profiles/{name}", status_code=204, responses=errors(
+    404, 409, s409="The profile is still named by the config, a project or an action "
+                   "(code profile_in_use, naming them)"))
 async def delete_profile(name: ProfileNameParam, session: Session,
                          caller: CallerDep) -> Response:
     row = await profile_repo.get_profile(session, name)
@@ -124,7 +130,7 @@ async def get_config(session: Session) -> dict:
     return {"automation_profile": row.automation_profile, "updated_at": row.updated_at}
 
 
-@router.put("/config", response_model=ConfigOut)
+@router.put("/config", response_model=ConfigOut, responses=errors(409))
 async def put_config(body: ProfileChoice, session: Session, caller: CallerDep) -> dict:
     await require_profile(session, body.automation_profile, "automation_profile")
     existing = await profile_repo.get_config(session)
@@ -143,7 +149,8 @@ def _project(row) -> dict:  # type: ignore[no-untyped-def]
 
 
 @router.put("/projects/{project}", response_model=ProjectOut,
-            responses={201: {"model": ProjectOut, "description": "Created"}})
+            responses={201: {"model": ProjectOut, "description": "Created"},
+                       **errors(404, 409)})
 async def put_project(project: NameParam, body: ProfileChoice, session: Session,
                       response: Response, caller: CallerDep) -> dict:
     await require_profile(session, body.automation_profile, "automation_profile")
@@ -166,7 +173,7 @@ async def list_projects(session: Session, principal: PrincipalDep) -> dict:
     return {"items": [_project(row) for row in rows]}
 
 
-@router.get("/projects/{project}", response_model=ProjectOut)
+@router.get("/projects/{project}", response_model=ProjectOut, responses=errors(404))
 async def get_project(project: NameParam, session: Session) -> dict:
     row = await profile_repo.get_project(session, project)
     if row is None:
@@ -181,7 +188,7 @@ def _action(row) -> dict:  # type: ignore[no-untyped-def]
 
 
 @router.put("/actions/{action_id}", response_model=ActionOut,
-            responses={201: {"model": ActionOut, "description": "Created"}})
+            responses={201: {"model": ActionOut, "description": "Created"}, **errors(409)})
 async def put_action(action_id: NameParam, body: ActionIn, session: Session,
                      response: Response, caller: CallerDep) -> dict:
     await require_profile(session, body.automation_profile, "automation_profile")
@@ -217,7 +224,7 @@ async def list_actions(session: Session, principal: PrincipalDep,
     return {"items": [_action(row) for row in rows]}
 
 
-@router.get("/actions/{action_id}", response_model=ActionOut)
+@router.get("/actions/{action_id}", response_model=ActionOut, responses=errors(404))
 async def get_action(action_id: NameParam, session: Session,
                      principal: PrincipalDep) -> dict:
     row = await profile_repo.get_action(session, action_id)

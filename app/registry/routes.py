@@ -14,6 +14,7 @@ from app.kit.bodies import bad, parse_items
 from app.kit.caller import new_decision_id
 from app.kit.deps import CallerDep, NameParam, Session, Sessions
 from app.kit.errors import NotFound
+from app.kit.openapi import errors
 from app.policy.screening import phrase_warnings, screen, screen_deny, screen_skills
 from app.registry import repository as registry_repo
 from app.registry.deps import RegistryDep
@@ -55,7 +56,7 @@ def _tool(row: RegistryTool) -> dict[str, Any]:
 
 
 @router.put("/tools/{name}", response_model=ToolOut,
-            responses={201: {"model": ToolOut, "description": "Created"}})
+            responses={201: {"model": ToolOut, "description": "Created"}, **errors(409)})
 async def put_tool(name: NameParam, body: ToolDefIn, session: Session, registry: RegistryDep,
                    response: Response, caller: CallerDep) -> dict:
     """Register or reclassify a tool; decisions on every replica use it within the
@@ -87,7 +88,7 @@ async def list_tools(session: Session) -> dict:
     return {"items": [_tool(row) for row in await registry_repo.list_tools(session)]}
 
 
-@router.get("/tools/{name}", response_model=ToolOut)
+@router.get("/tools/{name}", response_model=ToolOut, responses=errors(404))
 async def get_tool(name: NameParam, session: Session) -> dict:
     row = await registry_repo.get_tool(session, name)
     if row is None:
@@ -95,7 +96,7 @@ async def get_tool(name: NameParam, session: Session) -> dict:
     return _tool(row)
 
 
-@router.delete("/tools/{name}", status_code=204)
+@router.delete("/tools/{name}", status_code=204, responses=errors(404))
 async def delete_tool(name: NameParam, session: Session, registry: RegistryDep,
                       caller: CallerDep) -> Response:
     existing = await registry_repo.get_tool(session, name)
@@ -129,7 +130,7 @@ async def _get_skill(session: Any, name: str) -> Skill:
 
 
 @router.put("/skills/{name}", response_model=SkillOut,
-            responses={201: {"model": SkillOut, "description": "Created"}})
+            responses={201: {"model": SkillOut, "description": "Created"}, **errors(409)})
 async def put_skill(name: NameParam, body: SkillIn, session: Session,
                     response: Response, caller: CallerDep) -> dict:
     """`warnings` names each phrase likely to reject legitimate requests (a bare word, or
@@ -154,12 +155,12 @@ async def list_skills(session: Session) -> dict:
     return {"items": [_skill(row) for row in await registry_repo.list_skills(session)]}
 
 
-@router.get("/skills/{name}", response_model=SkillOut)
+@router.get("/skills/{name}", response_model=SkillOut, responses=errors(404))
 async def get_skill(name: NameParam, session: Session) -> dict:
     return _skill(await _get_skill(session, name))
 
 
-@router.delete("/skills/{name}", status_code=204)
+@router.delete("/skills/{name}", status_code=204, responses=errors(404))
 async def delete_skill(name: NameParam, session: Session, caller: CallerDep) -> Response:
     existing = await registry_repo.get_skill(session, name)
     before = ({"category": existing.category, "unsafe_phrases": list(existing.unsafe_phrases)}
@@ -173,7 +174,7 @@ async def delete_skill(name: NameParam, session: Session, caller: CallerDep) -> 
 
 # --- screening --------------------------------------------------------------------------
 
-@router.post("/screen", response_model=ScreenOut,
+@router.post("/screen", response_model=ScreenOut, responses=errors(404),
              summary="Pre-model rejection: does the text contain a skill's unsafe phrase?")
 async def screen_text(body: ScreenIn, sessions: Sessions, decision_log: DecisionLogDep,
                       caller: CallerDep) -> dict:
@@ -220,21 +221,29 @@ SCREEN_TEXT_KEPT = 2000
 
 # --- safety tests -----------------------------------------------------------------------
 
+_TEXT = {"type": "string", "maxLength": MAX_TEXT_CHARS}
+# A string, or an object carrying it under exactly one of `text` or `utterance` (_utterance).
+UTTERANCE = {"oneOf": [
+    _TEXT,
+    {"type": "object", "required": ["text"], "properties": {"text": _TEXT}},
+    {"type": "object", "required": ["utterance"], "properties": {"utterance": _TEXT}},
+]}
 SAFETY_TEST_BODY = {
     "requestBody": {
         "required": True,
         "description": (
-            "Utterances that must be rejected, as a JSON list of strings, as "
-            "`{\"utterances\": [...]}`, or as JSONL (`application/x-ndjson` or `text/plain`): "
-            "one JSON string per line, or an object with `text` (or `utterance`); other keys "
-            "of a line are ignored, blank lines skipped. `missed[].line` is the JSONL line "
-            "number, or the 1-based position in a JSON list."
+            "Utterances that must be rejected, each a JSON string or an object with `text` "
+            "(or `utterance`; its other keys are ignored): as a JSON list, as "
+            "`{\"utterances\": [...]}`, or as JSONL (`application/x-ndjson` or `text/plain`), "
+            "one per line, blank lines skipped. `missed[].line` is the JSONL line number, or "
+            "the 1-based position in a JSON list."
         ),
         "content": {
             "application/json": {"schema": {"oneOf": [
-                {"type": "array", "items": {"type": "string"}},
+                {"type": "array", "items": UTTERANCE, "minItems": 1},
                 {"type": "object", "required": ["utterances"], "additionalProperties": False,
-                 "properties": {"utterances": {"type": "array", "items": {"type": "string"}}}},
+                 "properties": {"utterances": {"type": "array", "items": UTTERANCE,
+                                               "minItems": 1}}},
             ]}},
             "application/x-ndjson": {"schema": {"type": "string"},
                                      "example": "\"rm -rf /\"\n{\"text\": \"format drive C\"}\n"},
@@ -269,7 +278,7 @@ def parse_utterances(body: bytes, content_type: str) -> list[tuple[int, str]]:
 @safety_test_router.post(
     "/skills/{name}/safety-test", response_model=SafetyTestOut,
     summary="Check that every utterance is rejected by the skill's phrases",
-    openapi_extra=SAFETY_TEST_BODY,
+    openapi_extra=SAFETY_TEST_BODY, responses=errors(404),
 )
 async def safety_test(name: NameParam, request: Request, session: Session) -> dict:
     """Seed 003 "Testing the gate": utterances that must be rejected. `ok` is true when
@@ -284,7 +293,8 @@ async def safety_test(name: NameParam, request: Request, session: Session) -> di
 
 # --- per-project registry settings --------------------------------------------------------
 
-@router.put("/projects/{project}/registry-settings", response_model=RegistrySettingsOut)
+@router.put("/projects/{project}/registry-settings", response_model=RegistrySettingsOut,
+            responses=errors(404, 409))
 async def put_registry_settings(project: NameParam, body: RegistrySettingsIn,
                                 session: Session, registry: RegistryDep, caller: CallerDep) -> dict:
     """`deny_unregistered_tools`: decisions in this project refuse tools missing from the
@@ -304,7 +314,8 @@ async def put_registry_settings(project: NameParam, body: RegistrySettingsIn,
             "updated_at": row.updated_at}
 
 
-@router.get("/projects/{project}/registry-settings", response_model=RegistrySettingsOut)
+@router.get("/projects/{project}/registry-settings", response_model=RegistrySettingsOut,
+            responses=errors(404))
 async def get_registry_settings(project: NameParam, session: Session) -> dict:
     row = await registry_repo.get_registry_settings(session, project)
     if row is None:

@@ -136,6 +136,9 @@ async def test_only_a_hash_of_the_secret_is_stored(client):
     ({"name": "a", "role": "agent", "projects": None, "expires_at": "2001-01-01T00:00:00Z"},
      "expires_at"),
     ({"name": "a", "role": "agent", "projects": None, "expires_at": 4102444800}, "expires_at"),
+    # RFC 3339 text only: not seconds since the epoch, nor a date alone
+    ({"name": "a", "role": "agent", "projects": None, "expires_at": "4102444800"}, "expires_at"),
+    ({"name": "a", "role": "agent", "projects": None, "expires_at": "2100-01-01"}, "expires_at"),
     ({"name": "a", "role": "agent", "projects": None, "expires_at": "soon"}, "expires_at"),
     ({"name": "a", "role": "agent", "projects": None, "extra": 1}, "extra"),
 ])

@@ -84,6 +84,17 @@ def test_a_bad_setting_stops_serve_naming_the_variable(tmp_path):
     assert not (tmp_path / "x.db").exists()  # nothing done
 
 
+def test_an_unknown_log_level_stops_serve_in_one_line(tmp_path):
+    r = _run("serve", "--port", "1", env={
+        "TOOLGATE_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/x.db",
+        "TOOLGATE_LOG_LEVEL": "bogus"})
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        "toolgate: TOOLGATE_LOG_LEVEL: Input should be 'critical', 'error', 'warning', "
+        "'info', 'debug' or 'trace'"]
+    assert not (tmp_path / "x.db").exists()
+
+
 def test_a_bad_setting_stops_audit_prune_naming_the_variable(tmp_path):
     """`toolgate audit prune` opens the database itself: a bad setting stops it like serve,
     before it asks anything or touches the log."""

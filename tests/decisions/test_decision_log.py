@@ -138,6 +138,22 @@ async def test_bad_queries_are_422(client):
     assert (await client.get("/v1/decisions/stats", params={"group_by": "x"})).status_code == 422
 
 
+async def test_since_and_until_are_rfc3339_date_times(client):
+    """SPEC §6: RFC 3339. Before, any text pydantic reads as a time passed: `until=0.5` was
+    half a second after the epoch, `1700000000` seconds since it, a date alone midnight."""
+    not_rfc3339 = ["0.5", "1700000000", "2026-01-01", "2026-01-01T00:00:00",
+                   "2026-01-01 00:00:00Z", "2026-01-01T00:00Z"]
+    for route in ("/v1/decisions", "/v1/decisions/stats", "/v1/audit/export",
+                  "/v1/audit/verify"):
+        for field in ("since", "until"):
+            for value in not_rfc3339:
+                r = await client.get(route, params={field: value})
+                assert r.status_code == 422, (route, field, value, r.text)
+                assert [f["field"] for f in r.json()["error"]["details"]["fields"]] == [field]
+        for value in ("2026-01-01T00:00:00Z", "2026-01-01t00:00:00.5+05:30"):
+            assert (await client.get(route, params={"until": value})).status_code == 200
+
+
 async def test_stats(client):
     await _plan(client)
     for tool in (READER, WRITER, WRITER):

@@ -91,6 +91,9 @@ async def test_public_routes_need_no_key(client):
     for path in ("/healthz", "/readyz", "/openapi.json", "/docs", "/redoc"):
         r = await client.get(path, headers=bare)
         assert r.status_code == 200, (path, r.status_code)
+    for path in ("/healthz", "/readyz"):  # what load balancers and probes send
+        r = await client.head(path, headers=bare)
+        assert r.status_code == 200, (path, r.status_code)
 
 
 def _fill(path: str, values: dict[str, str]) -> str:

@@ -63,6 +63,18 @@ async def test_delete_then_recreate_continues_versions(client):
     await client.delete("/v1/profiles/p")
     r = await client.put("/v1/profiles/p", json={"description": "again"})
     assert r.status_code == 201 and r.json()["version"] == 2
+    # A re-created profile's history includes the versions before its deletion.
+    versions = (await client.get("/v1/profiles/p/versions")).json()["items"]
+    assert [v["version"] for v in versions] == [1, 2]
+
+
+async def test_a_deleted_profile_has_no_versions_to_list(client):
+    """Like GET /v1/profiles/{name}: a deleted profile does not exist (SPEC §4: 404), though
+    its versions are kept for when it is created again."""
+    await client.put("/v1/profiles/gone", json={})
+    assert (await client.delete("/v1/profiles/gone")).status_code == 204
+    r = await client.get("/v1/profiles/gone/versions")
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
 
 
 async def test_config_project_action_roundtrip(client):
