@@ -15,6 +15,7 @@ from pydantic import (
     field_validator,
 )
 
+from app.kit.freeform import FreeForm
 from app.kit.schemas import Cost, Name, NonNegativeInt, Strict
 from app.policy.model import LAYERS, Context, RegisteredTool, Tool
 from app.policy.paths import root_refusal
@@ -35,17 +36,17 @@ class ToolIn(Strict):
     capability: CapabilityIn | None = None
     safety_category: Literal["safe", "destructive"] | None = None
     skill_category: Annotated[str, StringConstraints(max_length=200)] | None = None
-    args: dict[str, Any] = Field(default_factory=dict)
+    args: FreeForm = Field(default_factory=dict)
 
 
 class ContextIn(Strict):
     plan_id: Name | None = None
     sandbox_id: Annotated[str, StringConstraints(max_length=200)] | None = None
     sandbox_root: Annotated[str, StringConstraints(max_length=4096)] | None = None
-    variables: dict[str, Any] = Field(default_factory=dict)
+    variables: FreeForm = Field(default_factory=dict)
     plan_read_only: bool = False
     require_checkpoints: bool = False
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: FreeForm = Field(default_factory=dict)
     accumulated_cost: Cost = 0.0
     total_accumulated_cost: Cost = 0.0
     step_retry_count: NonNegativeInt = 0

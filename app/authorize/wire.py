@@ -17,6 +17,13 @@ where that pass provably reads the body as orjson does, and says None otherwise:
 body goes the way above. msgspec and orjson differ on exactly one thing here, integers past
 64 bits (msgspec keeps them, orjson reads a float), so a body with a run of 19 digits is left
 to orjson; tests/authorize/test_wire.py checks the rest with generated JSON texts.
+
+The free-form fields' limits (app/kit/freeform.py: depth, entries) are not something
+msgspec's types can state, so both ways check them with AuthorizeIn's own walk: always after
+`msgspec.convert`, and after the one pass only for a body with enough brackets or commas
+to break them (freeform.may_exceed: one byte count on the text the digit search makes
+anyway, where the walk would cost about as much as the decoding; nearly every body skips
+it).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import msgspec
 from pydantic import ValidationError
 
 from app.authorize.schemas import AuthorizeIn, core_context, core_tool
+from app.kit import freeform
 from app.kit.schemas import NAME_PATTERN
 from app.policy.model import Context, RegisteredTool, Tool
 from app.policy.paths import root_refusal
@@ -93,6 +101,13 @@ class AuthorizeWire(_Strict):
     def core_tool(self, registered: RegisteredTool | None) -> Tool:
         return core_tool(self, registered)
 
+    def within_limits(self) -> bool:
+        """Whether the free-form fields are within kit/freeform.py's limits, which msgspec
+        cannot state: AuthorizeIn's FreeForm checks them with the same walk."""
+        problem = freeform.problem
+        return (problem(self.tool.args) is None and problem(self.context.metadata) is None
+                and problem(self.context.variables) is None)
+
 
 def _refused_root(wire: AuthorizeWire) -> bool:
     """A sandbox_root ContextIn refuses (a `..` segment): msgspec's constraints cannot say
@@ -114,6 +129,8 @@ def decode_authorize(data: Any) -> AuthorizeWire | AuthorizeIn:
             wire.safety_profile = SafetyProfile.model_validate(wire.safety_profile)
     except (msgspec.ValidationError, ValidationError):
         return AuthorizeIn.model_validate(data)
+    if not wire.within_limits():  # refused; AuthorizeIn names the place
+        return AuthorizeIn.model_validate(data)
     return wire
 
 
@@ -121,15 +138,18 @@ _DECODER = msgspec.json.Decoder(AuthorizeWire, strict=True)
 # 19 digits in a row: a number that may be past 64 bits, where orjson and msgspec part ways
 # (digits inside strings match too, and merely take the other way). Found by mapping every
 # digit to "0" and anything else to " ", then one substring search: 0.5 µs, where a regex
-# took 4.4 µs for this body.
-_DIGITS = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))
+# took 4.4 µs for this body. The same mapping keeps commas and reads "{" as "[", which is
+# what freeform.may_exceed counts.
+_DIGITS = bytes(48 if 48 <= b <= 57 else 91 if b in b"{[" else 44 if b == 44 else 32
+                for b in range(256))
 _LONG_NUMBER = b"0" * 19
 
 
 def decode_authorize_json(raw: bytes) -> AuthorizeWire | None:
     """`raw` decoded and checked in one pass, or None: then `orjson.loads` and
     `decode_authorize` must say what it is (valid or not, and why)."""
-    if _LONG_NUMBER in raw.translate(_DIGITS):
+    text = raw.translate(_DIGITS)
+    if _LONG_NUMBER in text:
         return None
     try:
         wire = _DECODER.decode(raw)
@@ -141,4 +161,6 @@ def decode_authorize_json(raw: bytes) -> AuthorizeWire | None:
             wire.safety_profile = SafetyProfile.model_validate(wire.safety_profile)
     except Exception:  # malformed, refused, or nested past msgspec's depth: the other way says
         return None
+    if freeform.may_exceed(text) and not wire.within_limits():
+        return None  # past the free-form limits: AuthorizeIn says where
     return wire

@@ -28,8 +28,16 @@ _DETAIL = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS
 
 
 def canonical(record: dict[str, Any]) -> bytes:
-    return orjson.dumps({k: v for k, v in record.items() if k != "hash"},
-                        option=orjson.OPT_SORT_KEYS)
+    """The bytes a record's hash covers. Its detail is written on its own and embedded, as
+    chain_values does: the same bytes as writing the record whole, and a detail as deep as
+    the log could write (254 levels, orjson's limit) is hashed again here, where the whole
+    record would be one level too deep. A detail read from a row is its stored text already
+    (an orjson Fragment: queries.stored_detail)."""
+    body = {k: v for k, v in record.items() if k != "hash"}
+    detail = body.get("detail")
+    if isinstance(detail, dict | list):
+        body["detail"] = orjson.Fragment(orjson.dumps(detail, option=orjson.OPT_SORT_KEYS))
+    return orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
 
 
 def record_hash(record: dict[str, Any]) -> str:
@@ -101,6 +109,12 @@ def canonical_details(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return records
 
 
+class Unreadable(str):
+    """A stored detail that is not JSON orjson reads (malformed, or nested past 1,024
+    levels): toolgate never stores one. Read routes give it as this text, a JSON string;
+    verification reports its record."""
+
+
 class Unhashable(ValueError):
     """A record orjson cannot serialise (an integer past 64 bits): it cannot be chained.
     Its own exception, not orjson's JSONEncodeError, which is a TypeError like many others:
@@ -158,8 +172,8 @@ class Verifier:
             return False
         seq = record.get("seq")
         problem = None
-        if record_hash(record) != record.get("hash"):
-            problem = "hash does not match the record's content (altered)"
+        if (content := _content_problem(record)) is not None:
+            problem = content
         elif self._seq is not None and seq != self._seq:
             gap = isinstance(seq, int) and seq > self._seq
             problem = (f"expected seq {self._seq}, found {seq} "
@@ -177,6 +191,18 @@ class Verifier:
 
     def result(self) -> VerifyResult:
         return VerifyResult(self.first_bad is None, self.checked, self.first_bad, self.head)
+
+
+def _content_problem(record: dict[str, Any]) -> str | None:
+    """Why a record's content is not what its hash says, or None."""
+    if isinstance(record.get("detail"), Unreadable):
+        return "its stored detail is not JSON (malformed, or nested past 1024 levels)"
+    try:
+        if record_hash(record) == record.get("hash"):
+            return None
+    except orjson.JSONEncodeError as exc:  # nested past what orjson (and the log) writes
+        return f"the record cannot be hashed ({exc})"
+    return "hash does not match the record's content (altered)"
 
 
 def verify(records: Iterable[dict[str, Any]],

@@ -11,7 +11,7 @@ import orjson
 from sqlalchemy import Select, case, func, literal_column, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.decisions.chain import Verifier, VerifyResult
+from app.decisions.chain import Unreadable, Verifier, VerifyResult
 from app.decisions.records import iso
 from app.decisions.tables import RARE_KINDS, ChainHead, LogRecord
 
@@ -20,7 +20,9 @@ EXPORT_CHUNK = 1000
 
 
 def to_record(row: LogRecord) -> dict[str, Any]:
-    """The record exactly as it was hashed (and as it is exported)."""
+    """The record exactly as it was hashed (and as it is exported). Its detail is the
+    stored text itself (stored_detail), so no record, however deep, fails to be written
+    out or hashed."""
     return {
         "seq": row.seq, "decision_id": row.decision_id, "kind": row.kind,
         "created_at": iso(row.created_at), "project": row.project, "plan_id": row.plan_id,
@@ -29,8 +31,24 @@ def to_record(row: LogRecord) -> dict[str, Any]:
         "provenance": row.provenance, "profile_name": row.profile_name,
         "profile_version": row.profile_version, "latency_ms": row.latency_ms,
         "request_id": row.request_id, "key_id": row.key_id,
-        "detail": orjson.loads(row.detail), "prev_hash": row.prev_hash, "hash": row.hash,
+        "detail": stored_detail(row.detail), "prev_hash": row.prev_hash, "hash": row.hash,
     }
+
+
+def stored_detail(text: str) -> orjson.Fragment | Unreadable:
+    """A row's detail as every read writes it: the stored text unchanged, embedded as an
+    orjson Fragment, never parsed into objects and written again. That text is what the
+    log hashed (chain.chain_values), and orjson writes only 254 levels: a record read back
+    into a page (or a hash) wraps its detail two or three levels deeper than the log wrote
+    it, so a detail near that limit, accepted before the free-form limits (docs/api.md),
+    made GET /v1/decisions and /v1/audit/verify fail. The text is checked to be JSON first;
+    a detail that is not (only something other than toolgate can store one) is given as
+    the text, a JSON string, which verification reports."""
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return Unreadable(text)
+    return orjson.Fragment(text)
 
 
 @dataclass

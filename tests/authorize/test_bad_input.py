@@ -1,5 +1,6 @@
 """Bad input: a clear 4xx naming the field, one envelope, nothing changed, never a 500."""
 
+import orjson
 import pytest
 
 TOOL = {"name": "t", "capability": {"writes": False, "checkpointable": True, "unsafe": False}}
@@ -268,3 +269,68 @@ async def test_a_client_gone_mid_body_gets_nothing_and_nothing_is_decided(both_p
                                      length=True, complete=False)
     assert status is None
     assert (log.records if log is not None else 0) == before
+
+
+def _nested_text(levels: int) -> bytes:
+    return b"[" * levels + b"1" + b"]" * levels
+
+
+# Free-form fields nest at most 32 levels (app/kit/freeform.py), the field's own object
+# being level 1: "x" holding 31 arrays is at the limit, 32 past it. The red team's 249 to
+# 251 were recorded and then broke every read of the log; 252 to 1023 answered 503; past
+# 1024 levels no JSON reader here reads the body at all (invalid_json).
+@pytest.mark.parametrize("field", ["tool.args", "context.metadata", "context.variables"])
+@pytest.mark.parametrize("levels", [33, 249, 251, 300, 1021])
+async def test_free_form_fields_past_the_depth_limit_are_422_naming_the_place(
+        both_paths, field, levels):
+    client = both_paths
+    outer, inner = field.split(".")
+    value = b'{"x":' + _nested_text(levels - 1) + b"}"
+    tool = b'{"name":"t","capability":{"writes":false,"checkpointable":true,"unsafe":false}'
+    body = (tool + b',"args":' + value + b"}}" if outer == "tool" else
+            tool + b'},"context":{"' + inner.encode() + b'":' + value + b"}}")
+    r = await client.post("/v1/authorize-tool", content=b'{"tool":' + body)
+    assert r.status_code == 422, r.text
+    error = r.json()["error"]
+    assert error["code"] == "invalid_input"
+    place = f"{field}.x" + ".0" * 31
+    assert error["details"]["fields"] == [{
+        "field": place, "type": "too_deep",
+        "message": "nested deeper than 32 levels (the limit for free-form fields)"}]
+    assert place in error["message"]
+    assert (await client.get("/v1/decisions")).json()["items"] == []
+
+
+async def test_free_form_fields_at_the_limits_are_decided(both_paths):
+    client = both_paths
+    r = await client.post("/v1/authorize-tool", content=(
+        b'{"tool":{"name":"t","capability":{"writes":false,"checkpointable":true,'
+        b'"unsafe":false},"args":{"x":' + _nested_text(31) + b',"wide":'
+        + b"[" + b",".join([b"0"] * 10_000) + b"]}}}"))
+    assert r.status_code == 200 and r.json()["allowed"] is True, r.text
+    r = await client.post("/v1/authorize-tool", json={"tool": {**TOOL, "args": {
+        "x": {"y": list(range(10_001))}}}})
+    assert r.status_code == 422
+    assert r.json()["error"]["details"]["fields"] == [{
+        "field": "tool.args.x.y", "type": "too_long", "message": "more than 10000 entries "
+        "(the limit for an object or array in a free-form field)"}]
+    r = await client.post("/v1/authorize-tool", content=(
+        b'{"tool":{"name":"t"},"context":{"metadata":{"x":' + _nested_text(1100) + b"}}}"))
+    assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_json"
+    assert len((await client.get("/v1/decisions")).json()["items"]) == 1
+
+
+async def test_batches_and_decision_tests_apply_the_same_limits(client):
+    deep = {"x": orjson.loads(_nested_text(40))}
+    r = await client.post("/v1/authorize-tools", json={"requests": [
+        {"tool": TOOL}, {"tool": TOOL, "context": {"metadata": deep}}]})
+    assert r.status_code == 422
+    assert _fields(r) == ["requests.1.context.metadata.x" + ".0" * 31]
+    assert (await client.get("/v1/decisions")).json()["items"] == []
+    r = await client.post("/v1/test", json=[{"request": {"tool": {**TOOL, "args": deep}},
+                                             "expect": {"allowed": True}}])
+    assert r.status_code == 200
+    result = r.json()["results"][0]
+    assert result["ok"] is False
+    assert result["problem"].startswith("invalid request: tool.args.x.0.0")
+    assert "nested deeper than 32 levels" in result["problem"]

@@ -19,6 +19,8 @@ from pydantic import ValidationError
 
 from app.authorize.schemas import AuthorizeIn
 from app.authorize.wire import AuthorizeWire, decode_authorize, decode_authorize_json
+from app.kit import freeform
+from app.kit.freeform import MAX_DEPTH, MAX_ENTRIES
 from app.policy.tool import MissingCapability
 
 I64 = 2**63 - 1
@@ -44,6 +46,28 @@ costs = st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers(
 flags = st.one_of(st.booleans(), st.none(), st.integers(0, 1), st.sampled_from(["true", 0.0]))
 
 
+def _nest(value: Any, containers: list[str]) -> Any:
+    for kind in containers:
+        value = [value] if kind == "list" else {"k": value}
+    return value
+
+
+# Values at and past the free-form limits (app/kit/freeform.py): 32 levels, the field's
+# object being the first, and 10,000 entries per object or array.
+limit_values = st.one_of(
+    st.builds(_nest, json_values, st.lists(st.sampled_from(["list", "dict"]),
+                                           min_size=MAX_DEPTH - 3, max_size=MAX_DEPTH + 1)),
+    st.builds(lambda n, leaf: [leaf] * n, st.sampled_from([MAX_ENTRIES, MAX_ENTRIES + 1]),
+              st.sampled_from([0, [], {}])),
+    st.builds(lambda n: {str(i): i for i in range(n)},
+              st.sampled_from([MAX_ENTRIES, MAX_ENTRIES + 1])),
+)
+free_form = st.one_of(
+    st.dictionaries(st.text(max_size=4), json_values, max_size=3),
+    st.dictionaries(st.text(max_size=4), limit_values, min_size=1, max_size=2),
+)
+
+
 # Valid values, near their limits.
 valid_names = st.one_of(st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,12}", fullmatch=True),
                         st.sampled_from(["x" * 200, "fs.write_file"]))
@@ -57,13 +81,11 @@ capabilities = st.fixed_dictionaries({}, optional={
 tools = st.fixed_dictionaries({"name": valid_names}, optional={
     "capability": st.one_of(st.none(), capabilities),
     "safety_category": st.sampled_from(["safe", "destructive", None]),
-    "skill_category": st.one_of(st.none(), valid_text), "args": st.dictionaries(
-        st.text(max_size=4), json_values, max_size=3)})
+    "skill_category": st.one_of(st.none(), valid_text), "args": free_form})
 # Roots around the one ContextIn refuses (a `..` segment in any reading, issue 22).
 roots = st.sampled_from(["/sandbox", "/sandbox/..", "/sandbox/../x", "/a..b", "/sb/‥", "/sb/．．",
                          "/sb/%2e%2e", "/sb/%252e%252e", "/sb/%41", "/sb\\..", "/sb/.", "..",
                          "/sb/%25252525", "/sb/%c0%ae"])
-free_form = st.dictionaries(st.text(max_size=4), json_values, max_size=3)
 contexts = st.fixed_dictionaries({}, optional={
     "plan_id": st.one_of(st.none(), valid_names),
     "sandbox_id": st.one_of(st.none(), valid_text),
@@ -255,3 +277,62 @@ def test_one_pass_decoder_takes_what_agents_send() -> None:
     got = decode_authorize_json(raw)
     assert isinstance(got, AuthorizeWire)
     assert _view(got) == _view(AuthorizeIn.model_validate(orjson.loads(raw)))
+
+
+# The free-form limits hold in every decoder: the one pass, msgspec.convert, AuthorizeIn.
+def _at(field: str, value: Any) -> dict[str, Any]:
+    outer, inner = field.split(".")
+    body: dict[str, Any] = {"tool": {"name": "t"}}
+    body.setdefault(outer, {})[inner] = {"x": value}
+    return body
+
+
+@pytest.mark.parametrize("field", ["tool.args", "context.metadata", "context.variables"])
+@pytest.mark.parametrize("value", [
+    _nest(1, ["list"] * (MAX_DEPTH - 1)), _nest(1, ["dict"] * (MAX_DEPTH - 1)),
+    [0] * MAX_ENTRIES, dict.fromkeys(map(str, range(MAX_ENTRIES)), 0),
+    {"a": [{"b": [0] * MAX_ENTRIES}]},
+])
+def test_values_at_the_free_form_limits_take_the_msgspec_path(field: str, value: Any) -> None:
+    body = _at(field, value)
+    raw = orjson.dumps(body)
+    for got in (decode_authorize_json(raw), decode_authorize(orjson.loads(raw))):
+        assert isinstance(got, AuthorizeWire)
+        assert _view(got) == _view(AuthorizeIn.model_validate(orjson.loads(raw)))
+
+
+@pytest.mark.parametrize("field", ["tool.args", "context.metadata", "context.variables"])
+@pytest.mark.parametrize("value, below, kind", [
+    (_nest(1, ["list"] * MAX_DEPTH), (0,) * (MAX_DEPTH - 1), "too_deep"),
+    (_nest(1, ["dict"] * MAX_DEPTH), ("k",) * (MAX_DEPTH - 1), "too_deep"),
+    (_nest(1, ["list"] * 250), (0,) * (MAX_DEPTH - 1), "too_deep"),
+    ([0] * (MAX_ENTRIES + 1), (), "too_long"),
+    ({"a": [0, {"b": dict.fromkeys(map(str, range(MAX_ENTRIES + 1)), 0)}]}, ("a", 1, "b"),
+     "too_long"),
+])
+def test_values_past_the_free_form_limits_are_refused_naming_the_place(
+        field: str, value: Any, below: tuple[Any, ...], kind: str) -> None:
+    body = _at(field, value)
+    raw = orjson.dumps(body)
+    assert decode_authorize_json(raw) is None
+    with pytest.raises(ValidationError) as refused:
+        decode_authorize(orjson.loads(raw))
+    with pytest.raises(ValidationError) as contract:
+        AuthorizeIn.model_validate(orjson.loads(raw))
+    assert _errors(refused.value) == _errors(contract.value)
+    [error] = _errors(refused.value)
+    assert error["type"] == kind
+    assert error["loc"] == (*field.split("."), "x", *below)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(limit_values, json_values, free_form))
+def test_the_byte_count_never_skips_a_value_past_the_limits(value: Any) -> None:
+    """The one pass walks the free-form fields only when freeform.may_exceed says the text
+    might hold something past the limits: it must never say no to such a text."""
+    from app.authorize.wire import _DIGITS
+
+    text = json.dumps({"context": {"metadata": {"v": value}}},
+                      separators=(",", ":")).encode()
+    if not freeform.may_exceed(text.translate(_DIGITS)):
+        assert freeform.problem({"v": value}) is None

@@ -169,3 +169,15 @@ def test_a_dataclass_in_a_detail_is_refused_not_hashed_in_its_field_order():
     with pytest.raises(orjson.JSONEncodeError):
         canonical_details(records)
     assert isinstance(records[0]["detail"]["x"], Late)  # left as it was
+
+
+def test_a_record_nested_past_what_the_log_writes_is_reported_not_raised():
+    """An export line can hold a record the log never wrote (a row stored by something
+    else, up to the 1,024 levels JSON readers take): offline verification reports it."""
+    deep: object = 1
+    for _ in range(300):
+        deep = [deep]
+    record = {**dict.fromkeys(RECORD_FIELDS), "seq": 1, "decision_id": "d", "kind": "authorize",
+              "detail": {"x": deep}, "prev_hash": GENESIS, "hash": GENESIS}
+    result = verify([record], anchor=(0, GENESIS))
+    assert not result.ok and "cannot be hashed" in result.first_bad["reason"]
