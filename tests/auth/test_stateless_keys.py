@@ -121,3 +121,30 @@ async def test_a_key_names_its_principal_or_stands_for_itself(client):
     admin = await new_key(client, "admin")
     assert (await auth.authenticate(admin["key"])).stateless is True
     assert (await auth.authenticate(ADMIN_TOKEN)).stateless is True
+
+
+def test_keys_create_sends_stateless_and_principal(monkeypatch):
+    from typer.testing import CliRunner
+
+    from app.cli import keys as keys_cli
+    from app.cli.main import cli
+
+    sent: list[dict] = []
+
+    def call(method, url, path, *, token=None, **kwargs):  # type: ignore[no-untyped-def]
+        sent.append(kwargs.get("json"))
+        return {"id": "key_1", "key": "tg_secret", "role": "agent", "projects": None,
+                "expires_at": None, "stateless": True, "principal": "ci-bot"}
+
+    monkeypatch.setattr(keys_cli, "call", call)
+    runner = CliRunner()
+    done = runner.invoke(cli, ["keys", "create", "--name", "bot", "--role", "agent",
+                               "--stateless", "--principal", "ci-bot", "--token", "t"])
+    assert done.exit_code == 0, done.output
+    assert sent[-1] == {"name": "bot", "role": "agent", "projects": None, "stateless": True,
+                        "principal": "ci-bot"}
+    assert done.stdout.strip().endswith("tg_secret")
+    done = runner.invoke(cli, ["keys", "create", "--name", "bot", "--role", "agent",
+                               "--project", "web", "--token", "t"])
+    assert done.exit_code == 0, done.output
+    assert sent[-1] == {"name": "bot", "role": "agent", "projects": ["web"]}
