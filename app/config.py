@@ -82,9 +82,9 @@ class Settings(BaseSettings):
     # process; revocation reaches other processes at once through LISTEN/NOTIFY on
     # PostgreSQL, and within this bound otherwise.
     key_cache_ttl_seconds: float = Field(default=1.0, ge=0)
-    # Whether non-admin keys may bring their own profile: stateless authorize requests and
-    # plans created with an inline safety_profile (admins always may; docs/auth.md).
-    allow_inline_profiles: bool = True
+    # Whether non-admin keys may create plans with an inline safety_profile (admins always
+    # may; docs/auth.md). Requests without plan_id are a key's property ("stateless": true).
+    allow_inline_profiles: bool = False
     # Requests per second per key, a token bucket in each process's memory (None = off);
     # the burst defaults to max(1, rate).
     rate_limit_per_second: float | None = Field(default=None, gt=0)

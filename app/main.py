@@ -77,8 +77,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if settings.rate_limit_per_second else None,
         )
         authorizer = Authorizer(sessions=sessions, plans=plans, registry=registry,
-                                masked=settings.masked,
-                                allow_inline=settings.allow_inline_profiles)
+                                masked=settings.masked)
         # Each feature's state under its own name; each feature's deps.py reads its own.
         state = app.state
         state.settings, state.engine, state.sessions = settings, engine, sessions

@@ -79,7 +79,8 @@ async def _create(settings: Settings, path: Path) -> Bootstrapped | None:
                                operation="bootstrap", before=None,
                                after={"name": row.name, "role": row.role, "projects": None,
                                       "prefix": row.prefix, "expires_at": None,
-                                      "revoked": False})
+                                      "revoked": False, "stateless": False,
+                                      "principal": row.id})
             # Written before the commit: if the file cannot be written, no key exists that
             # nobody can read.
             write_secret(path, secret)

@@ -59,6 +59,12 @@ class Principal:
     role: Role
     projects: frozenset[str] | None  # None = every project
     expires_at: datetime | None = None
+    # May send authorize requests without plan_id (SPEC §9): admin keys and keys created
+    # with "stateless": true. Decided when the key is read, so the hot path's check is one
+    # attribute test.
+    stateless: bool = False
+    # The person or service behind the key (the key's own id unless it was given one).
+    principal_name: str = ""
 
     @property
     def scoped(self) -> bool:
@@ -217,6 +223,8 @@ class Authenticator:
             key_id=row.id, role=Role(row.role),
             projects=frozenset(row.projects) if row.projects is not None else None,
             expires_at=row.expires_at,
+            stateless=row.stateless or row.role == Role.ADMIN,
+            principal_name=row.principal or row.id,
         )
         self.cache.put(key_hash, principal, generation=generation, read_at=read_at)
         return principal
@@ -232,4 +240,5 @@ class Authenticator:
             self.cache.renewed(key_hash)
 
 
-ADMIN = Principal(key_id=ADMIN_TOKEN_ID, role=Role.ADMIN, projects=None)
+ADMIN = Principal(key_id=ADMIN_TOKEN_ID, role=Role.ADMIN, projects=None, stateless=True,
+                  principal_name=ADMIN_TOKEN_ID)

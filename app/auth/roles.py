@@ -48,8 +48,8 @@ PERMISSIONS: dict[str, Rule] = {
     "resolve": Rule(_roles(Role.AGENT),
                     note="a plan, action or project outside the key's projects is 404"),
     "authorize": Rule(_roles(Role.AGENT),
-                      note="a plan outside the key's projects is 404; stateless requests "
-                           "need allow_inline_profiles (or an admin)"),
+                      note="a plan outside the key's projects is 404; requests without "
+                           "plan_id need an admin key or a stateless one (else 403)"),
     "decisions.test": Rule(_roles(Role.AGENT), unscoped_only=True,
                            note="cases may name any plan: a scoped key gets 403"),
     "screen": Rule(_roles(Role.AGENT)),
@@ -57,6 +57,9 @@ PERMISSIONS: dict[str, Rule] = {
     "registry.read": Rule(ALL_ROLES, note="tools and skills are global; registry settings "
                                           "within the key's projects, else 404"),
     "registry.write": Rule(_roles()),
+    "settings.read": Rule(_roles(Role.AGENT, Role.APPROVER, Role.AUDITOR),
+                          note="within the key's projects, else 404 (the list: filtered)"),
+    "settings.write": Rule(_roles(), note="project settings (SPEC §9)"),
     "decisions.read": Rule(_roles(Role.AUDITOR),
                            note="decisions and stats, filtered to the key's projects"),
     "audit.export": Rule(_roles(Role.AUDITOR), note="filtered to the key's projects"),
@@ -110,6 +113,9 @@ ROUTES: dict[tuple[str, str], str] = {
     ("DELETE", "/v1/skills/{name}"): "registry.write",
     ("GET", "/v1/projects/{project}/registry-settings"): "registry.read",
     ("PUT", "/v1/projects/{project}/registry-settings"): "registry.write",
+    ("GET", "/v1/projects/{project}/settings"): "settings.read",
+    ("PUT", "/v1/projects/{project}/settings"): "settings.write",
+    ("GET", "/v1/project-settings"): "settings.read",
     ("GET", "/v1/decisions"): "decisions.read",
     ("GET", "/v1/decisions/stats"): "decisions.read",
     ("GET", "/v1/decisions/{decision_id}"): "decisions.read",

@@ -26,7 +26,8 @@ def _key(row: ApiKey) -> dict[str, Any]:
     return {"id": row.id, "name": row.name, "role": row.role, "projects": row.projects,
             "prefix": row.prefix, "created_at": row.created_at, "created_by": row.created_by,
             "expires_at": row.expires_at, "revoked_at": row.revoked_at,
-            "revoked_by": row.revoked_by}
+            "revoked_by": row.revoked_by, "stateless": row.stateless,
+            "principal": row.principal or row.id}
 
 
 def _audited(row: ApiKey) -> dict[str, Any]:
@@ -34,7 +35,8 @@ def _audited(row: ApiKey) -> dict[str, Any]:
     return {"name": row.name, "role": row.role, "projects": row.projects,
             "prefix": row.prefix,
             "expires_at": iso(row.expires_at) if row.expires_at else None,
-            "revoked": row.revoked_at is not None}
+            "revoked": row.revoked_at is not None, "stateless": row.stateless,
+            "principal": row.principal or row.id}
 
 
 @router.post("/keys", response_model=KeyCreated, status_code=201, responses=errors(409),
@@ -43,7 +45,8 @@ async def create_key(body: KeyIn, session: Session, caller: CallerDep) -> dict:
     secret = new_secret()
     row = ApiKey(id=new_key_id(), name=body.name, role=body.role, projects=body.projects,
                  key_hash=hash_secret(secret), prefix=display_prefix(secret),
-                 created_at=utcnow(), created_by=caller.key_id, expires_at=body.expires_at)
+                 created_at=utcnow(), created_by=caller.key_id, expires_at=body.expires_at,
+                 stateless=body.stateless, principal=body.principal)
     await repo.insert(session, row)
     await audit_change(session, caller, resource="key", name=row.id, operation="create",
                        before=None, after=_audited(row))

@@ -9,6 +9,7 @@ from pydantic import (
     BaseModel,
     Field,
     StringConstraints,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -26,6 +27,10 @@ class KeyIn(Stored):
     # RFC 3339 text only (strict mode would refuse any string, lax mode would take numbers);
     # without an offset it is UTC.
     expires_at: Annotated[DateTimeUTCDefault | None, Field(strict=False)] = None
+    # May send authorize requests without plan_id (SPEC §9); needs projects: null.
+    stateless: bool = False
+    # The person or service behind the key; default (null): the key's own id.
+    principal: Name | None = None
 
     @field_validator("projects")
     @classmethod
@@ -48,6 +53,15 @@ class KeyIn(Stored):
             raise ValueError("an admin key is for every project: projects must be null")
         return self
 
+    @field_validator("stateless")
+    @classmethod
+    def _stateless_is_global(cls, value: bool, info: ValidationInfo) -> bool:
+        # On the field (it comes after projects), so the 422 names `stateless`.
+        if value and info.data.get("projects") is not None:
+            raise ValueError("a stateless key's decisions belong to no project: "
+                             "projects must be null")
+        return value
+
 
 class KeyOut(BaseModel):
     id: str
@@ -60,6 +74,9 @@ class KeyOut(BaseModel):
     expires_at: datetime | None
     revoked_at: datetime | None
     revoked_by: str | None
+    stateless: bool = Field(description="May send authorize requests without plan_id")
+    principal: str = Field(description="The person or service behind the key "
+                                       "(the key's own id unless it was given one)")
 
 
 class KeyCreated(KeyOut):

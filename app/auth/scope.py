@@ -33,9 +33,18 @@ def require_action(principal: Principal, action_id: str, project: str | None) ->
 
 
 def require_inline_allowed(principal: Principal, allowed: bool, *, what: str) -> None:
-    """`allow_inline_profiles = false`: only admins may bring their own profile."""
+    """`allow_inline_profiles = false` (the default): only admins may create plans with a
+    profile of their own."""
     if not allowed and principal.role is not Role.ADMIN:
         raise Forbidden(
             f"{what} is disabled for non-admin keys (allow_inline_profiles is false): "
-            "name a plan instead", code="inline_profile_forbidden",
+            "name an action's configured profile instead", code="inline_profile_forbidden",
         )
+
+
+def stateless_forbidden() -> Forbidden:
+    """A request without plan_id by a key that may not send one (SPEC §9)."""
+    return Forbidden(
+        "requests without plan_id need an admin key or a key created with "
+        '"stateless": true: name a plan instead', code="stateless_forbidden",
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import JSON, String
+from sqlalchemy import JSON, Boolean, String, false
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -31,3 +31,7 @@ class ApiKey(Base):
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     revoked_by: Mapped[str | None] = mapped_column(String(64))
+    # May send authorize requests without plan_id (SPEC §9; admin keys always may).
+    stateless: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # The person or service behind the key; None means the key's own id.
+    principal: Mapped[str | None] = mapped_column(String(200))

@@ -53,8 +53,7 @@ async def authorize_tools(body: AuthorizeBatchIn, authorizer: AuthorizerDep,
     for index, item in enumerate(body.requests):
         try:
             await check_authorize(item, principal, plans=authorizer.plans,
-                                  sessions=authorizer.sessions,
-                                  allow_inline=authorizer.allow_inline)
+                                  sessions=authorizer.sessions)
         except ToolgateError as refused:
             refused.details["index"] = index
             raise

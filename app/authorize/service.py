@@ -8,7 +8,7 @@ from time import perf_counter, time_ns
 from typing import Any
 
 from app.auth.keys import Principal
-from app.auth.scope import require_inline_allowed, require_plan
+from app.auth.scope import require_plan, stateless_forbidden
 from app.authorize.schemas import AuthorizeIn
 from app.authorize.wire import AuthorizeWire
 from app.decisions.records import mask
@@ -27,15 +27,14 @@ class Authorizer:
     and the hot path (app/authorize/hotpath.py) run, with the caches they read. main.py
     builds it from each feature's state."""
 
-    __slots__ = ("sessions", "plans", "registry", "masked", "allow_inline")
+    __slots__ = ("sessions", "plans", "registry", "masked")
 
     def __init__(self, *, sessions: Any, plans: PlanCache, registry: RegistryCache,
-                 masked: frozenset[str], allow_inline: bool) -> None:
+                 masked: frozenset[str]) -> None:
         self.sessions = sessions
         self.plans = plans
         self.registry = registry
         self.masked = masked
-        self.allow_inline = allow_inline
 
     def from_memory(self, request: AuthorizeIn | AuthorizeWire, principal: Principal,
                     caller: Caller) -> tuple[dict[str, Any], dict[str, Any]] | None:
@@ -46,7 +45,7 @@ class Authorizer:
         if (lock is None and request.plan_id is not None) or not self.registry.fresh(
                 self.sessions):
             return None
-        check_scope(request, principal, lock, allow_inline=self.allow_inline)
+        check_scope(request, principal, lock)
         return decide_with(request, lock, registry=self.registry, masked=self.masked,
                            caller=caller)
 
@@ -56,8 +55,7 @@ class Authorizer:
         decided = self.from_memory(request, principal, caller)
         if decided is not None:
             return decided
-        await check_authorize(request, principal, plans=self.plans, sessions=self.sessions,
-                              allow_inline=self.allow_inline)
+        await check_authorize(request, principal, plans=self.plans, sessions=self.sessions)
         return await decide(request, sessions=self.sessions, cache=self.plans,
                             registry=self.registry, masked=self.masked, caller=caller)
 
@@ -184,23 +182,26 @@ def _detail(request: AuthorizeIn | AuthorizeWire, tool: Tool, *,
     return detail
 
 
-async def check_authorize(request: Any, principal: Principal, *, plans: PlanCache, sessions: Any,
-                          allow_inline: bool) -> None:
-    """Before a decision: the plan must be in the key's projects, and a stateless request
-    is refused to non-admins when inline profiles are off (no profile at all is laxer
-    than any inline one, so it is refused too)."""
+async def check_authorize(request: Any, principal: Principal, *, plans: PlanCache,
+                          sessions: Any) -> None:
+    """Before a decision: a request without plan_id needs a key that may send one (SPEC §9:
+    admin keys and keys created stateless), and a plan must be in the key's projects."""
     lock: PlanLock | None = None
     if request.plan_id is not None and principal.scoped:
         lock = await plans.fetch(sessions, request.plan_id)
-    check_scope(request, principal, lock, allow_inline=allow_inline)
+    check_scope(request, principal, lock)
 
 
-def check_scope(request: Any, principal: Principal, lock: PlanLock | None, *,
-                allow_inline: bool) -> None:
-    """check_authorize with the plan's lock at hand (needed only for a scoped key)."""
+def check_scope(request: Any, principal: Principal, lock: PlanLock | None) -> None:
+    """check_authorize with the plan's lock at hand (needed only for a scoped key). Every
+    way of serving authorize runs it (the FastAPI routes, the hot path, the uvicorn
+    plug-in, all through Authorizer.from_memory or check_authorize)."""
     if request.plan_id is None:
-        require_inline_allowed(principal, allow_inline,
-                               what="a stateless request (no plan_id)")
+        # A stateless request runs on the caller's own profile, or none (checks 3-8
+        # skipped): a way around every plan's profile and project setting. One attribute
+        # test: the key cache decided it when it read the key.
+        if not principal.stateless:
+            raise stateless_forbidden()
     elif principal.scoped:
         assert lock is not None, "a scoped key's plan check needs the plan's lock"
         require_plan(principal, request.plan_id, lock.project)

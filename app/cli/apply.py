@@ -36,7 +36,10 @@ from app.policyfile.document import (
 
 INVALID = 1
 LISTS = {"profiles": "/v1/profiles", "projects": "/v1/projects", "actions": "/v1/actions",
-         "tools": "/v1/tools", "skills": "/v1/skills"}
+         "tools": "/v1/tools", "skills": "/v1/skills", "settings": "/v1/project-settings"}
+# The sections a service may be unable to list (an older one): read one by one instead.
+ONE_BY_ONE = ("projects", "actions", "settings")
+KEYS = {"projects": "project", "actions": "action_id", "settings": "project"}
 EXPORT_HEADER = ("# toolgate configuration (`toolgate export`). Apply it with\n"
                  "#   toolgate apply -f FILE [--dry-run] [--prune]\n"
                  "# Format: docs/config-as-code.md\n")
@@ -91,20 +94,19 @@ def read_state(service: Service, policy: Policy | None = None) -> State:
         try:
             items = service.send("GET", path)[1]["items"]
         except ServiceError as exc:
-            if exc.status not in (404, 405) or section not in ("projects", "actions"):
+            if exc.status not in (404, 405) or section not in ONE_BY_ONE:
                 raise
             partial.add(section)
             items = _one_by_one(service, section,
                                 (policy.sections.get(section) or {}) if policy else {})
-        key = "project" if section == "projects" else "action_id" if section == "actions" \
-            else "name"
+        key = KEYS.get(section, "name")
         sections[section] = {item[key]: _normal(section, item) for item in items}
     sections["config"] = _normal("config", service.send("GET", "/v1/config")[1])
     return State(sections, frozenset(partial))
 
 
 def _one_by_one(service: Service, section: str, names: Any) -> list[dict[str, Any]]:
-    key = "project" if section == "projects" else "action_id"
+    key = KEYS[section]
     found = []
     for name in names:
         change = Change("create", section, name)
@@ -156,7 +158,8 @@ def apply(
     token: Token = None,
 ) -> None:
     """Make the service's configuration what FILE says: profiles, config, projects, actions,
-    tools and skills (docs/config-as-code.md). Idempotent: a second run changes nothing."""
+    tools, skills and project settings (docs/config-as-code.md). Idempotent: a second run
+    changes nothing."""
     text, source = _read(file)
     try:
         policy = load_policy(text, source)

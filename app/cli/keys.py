@@ -39,6 +39,11 @@ def create(
                           "Omit for every project")] = None,
     expires_at: Annotated[str | None, typer.Option(
         help="RFC 3339 expiry, e.g. 2027-01-01T00:00:00Z (default: never)")] = None,
+    stateless: Annotated[bool, typer.Option(
+        "--stateless", help="May send authorize requests without a plan_id (needs every "
+                            "project: no --project)")] = False,
+    principal: Annotated[str | None, typer.Option(
+        help="The person or service behind the key (default: the key's own id)")] = None,
     url: Url = DEFAULT_URL,
     token: Token = None,
     as_json: Json = False,
@@ -48,11 +53,16 @@ def create(
     body: dict[str, Any] = {"name": name, "role": role.value, "projects": project or None}
     if expires_at is not None:
         body["expires_at"] = expires_at
+    if stateless:
+        body["stateless"] = True
+    if principal is not None:
+        body["principal"] = principal
     answer = call("POST", url, "/v1/keys", token=token, json=body)
     if as_json:
         _json(answer)
         return
-    typer.echo(f"created key {answer['id']} ({answer['role']}, projects: "
+    stateless_note = ", stateless" if answer.get("stateless") else ""
+    typer.echo(f"created key {answer['id']} ({answer['role']}{stateless_note}, projects: "
                f"{_projects(answer['projects'])}, expires: {answer['expires_at'] or 'never'}); "
                "the secret below is shown only now:", err=True)
     typer.echo(answer["key"])
@@ -75,9 +85,11 @@ def list_keys(url: Url = DEFAULT_URL, token: Token = None, as_json: Json = False
     if as_json:
         _json(answer)
         return
-    rows = [("ID", "NAME", "ROLE", "PROJECTS", "PREFIX", "EXPIRES", "STATUS")]
-    rows += [(k["id"], k["name"], k["role"], _projects(k["projects"]), k["prefix"],
-              k["expires_at"] or "never", _status(k)) for k in answer["items"]]
+    rows = [("ID", "NAME", "ROLE", "PROJECTS", "STATELESS", "PRINCIPAL", "PREFIX", "EXPIRES",
+             "STATUS")]
+    rows += [(k["id"], k["name"], k["role"], _projects(k["projects"]),
+              "yes" if k.get("stateless") else "no", k.get("principal") or k["id"],
+              k["prefix"], k["expires_at"] or "never", _status(k)) for k in answer["items"]]
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         cells = (str(cell).ljust(width) for cell, width in zip(row, widths, strict=True))

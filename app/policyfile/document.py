@@ -24,15 +24,20 @@ from pydantic import ValidationError
 from app.kit.schemas import Name, ProfileName, Strict
 from app.policyfile.yamlfile import Path, PolicyFileError, Problem, dotted, dump_yaml, read_yaml
 from app.profiles.schemas import ActionIn, ProfileChoice, ProfileIn
-from app.registry.schemas import SkillIn, ToolDefIn
+from app.registry.schemas import ProjectSettingsIn, SkillIn, ToolDefIn
 
 __all__ = ["Change", "Plan", "Policy", "PolicyFileError", "Problem", "State", "dump_yaml",
            "export_document", "from_answer", "load_policy", "make_plan", "read_yaml"]
 
-SECTIONS = ("profiles", "config", "projects", "actions", "tools", "skills")
+# In the order changes are sent: profiles first (the others name them); project settings
+# last, so a project's deny_unregistered_tools is turned on after its tools are registered.
+SECTIONS = ("profiles", "config", "projects", "actions", "tools", "skills", "settings")
 PRUNABLE = ("profiles", "tools", "skills")  # the others have no DELETE route
 KIND = {"profiles": "profile", "config": "config", "projects": "project",
-        "actions": "action", "tools": "tool", "skills": "skill"}
+        "actions": "action", "tools": "tool", "skills": "skill", "settings": "settings of"}
+# A project whose settings were never set has these (SPEC §9).
+DEFAULT_SETTINGS = {"deny_unregistered_tools": False, "approval_mode": "client_flag",
+                    "shadow_profile": None}
 
 # --- the file's schema: the service's models ----------------------------------------------
 
@@ -44,6 +49,7 @@ class PolicyFileModel(Strict):
     actions: dict[Name, ActionIn] | None = None
     tools: dict[Name, ToolDefIn] | None = None
     skills: dict[Name, SkillIn] | None = None
+    settings: dict[Name, ProjectSettingsIn] | None = None
 
 
 # Normal forms: what a PUT body holds and what a GET answer is compared on.
@@ -70,10 +76,16 @@ def _skill(m: SkillIn) -> dict[str, Any]:
     return {"category": m.category, "unsafe_phrases": list(m.unsafe_phrases)}
 
 
+def _settings(m: ProjectSettingsIn) -> dict[str, Any]:
+    return {"deny_unregistered_tools": m.deny_unregistered_tools,
+            "approval_mode": m.approval_mode, "shadow_profile": m.shadow_profile}
+
+
 MODELS: dict[str, tuple[type, Any]] = {
     "profiles": (ProfileIn, _profile), "config": (ProfileChoice, _choice),
     "projects": (ProfileChoice, _choice), "actions": (ActionIn, _action),
     "tools": (ToolDefIn, _tool), "skills": (SkillIn, _skill),
+    "settings": (ProjectSettingsIn, _settings),
 }
 
 
@@ -156,7 +168,8 @@ FIELDS = {"profiles": ("description", "safety"), "config": ("automation_profile"
           "projects": ("automation_profile",),
           "actions": ("project", "read_only", "automation_profile", "safety_profile"),
           "tools": ("capability", "safety_category", "skill_category", "path_args"),
-          "skills": ("category", "unsafe_phrases")}
+          "skills": ("category", "unsafe_phrases"),
+          "settings": tuple(DEFAULT_SETTINGS)}
 
 
 def from_answer(section: str, item: dict[str, Any]) -> dict[str, Any]:
@@ -190,7 +203,10 @@ class Change:
     def path(self) -> str:
         if self.section == "config":
             return "/v1/config"
-        return f"/v1/{self.section}/{quote(str(self.name), safe='')}"
+        name = quote(str(self.name), safe='')
+        if self.section == "settings":
+            return f"/v1/projects/{name}/settings"
+        return f"/v1/{self.section}/{name}"
 
     def render(self) -> list[str]:
         head = f"{SIGN[self.op]} {self.label}"
@@ -250,8 +266,10 @@ class Plan:
 def make_plan(policy: Policy, state: State, *, prune: bool = False,
               source: str = "<policy>") -> Plan:
     """Every change in the order it must be sent: profiles first (they are named by the
-    rest), then config, projects, actions, tools, skills; deletes last, so a profile is
-    deleted only after whatever named it was pointed elsewhere."""
+    rest), then config, projects, actions, tools, skills, project settings; deletes last,
+    so a profile is deleted only after whatever named it was pointed elsewhere. A project
+    whose settings were never set has the default settings: a file giving it exactly those
+    changes nothing."""
     want, have = policy.sections, state.sections
     _check_references(policy, state, prune=prune, source=source)
     changes: list[Change] = []
@@ -266,14 +284,15 @@ def make_plan(policy: Policy, state: State, *, prune: bool = False,
             items, current = want[section], have.get(section, {})
         for name, body in items.items():
             before = current.get(name)
-            if before == body:
+            if before == body or (section == "settings" and before is None
+                                  and body == DEFAULT_SETTINGS):
                 unchanged += 1
             else:
                 op: Op = "create" if before is None else "update"
                 changes.append(Change(op, section, name, body, _diff(before, body)))
     not_pruned: list[Change] = []
     if prune:
-        for section in ("tools", "skills", "profiles", "projects", "actions"):
+        for section in ("tools", "skills", "profiles", "projects", "actions", "settings"):
             if section not in want:
                 continue
             for name in sorted(set(have.get(section, {})) - set(want[section])):
@@ -284,15 +303,20 @@ def make_plan(policy: Policy, state: State, *, prune: bool = False,
     return Plan(changes, not_pruned, unchanged)
 
 
-def _references(sections: dict[str, Any]) -> list[tuple[str, str | None, str]]:
-    """(section, name, profile) for every automation_profile named in these sections."""
+REFERENCING = {"projects": "automation_profile", "actions": "automation_profile",
+               "settings": "shadow_profile"}
+
+
+def _references(sections: dict[str, Any]) -> list[tuple[str, str | None, str, str]]:
+    """(section, name, field, profile) for every profile named in these sections."""
     refs = []
     if (sections.get("config") or {}).get("automation_profile"):
-        refs.append(("config", None, sections["config"]["automation_profile"]))
-    for section in ("projects", "actions"):
+        refs.append(("config", None, "automation_profile",
+                     sections["config"]["automation_profile"]))
+    for section, field_name in REFERENCING.items():
         for name, body in (sections.get(section) or {}).items():
-            if body.get("automation_profile"):
-                refs.append((section, name, body["automation_profile"]))
+            if body.get(field_name):
+                refs.append((section, name, field_name, body[field_name]))
     return refs
 
 
@@ -302,22 +326,24 @@ def _check_references(policy: Policy, state: State, *, prune: bool, source: str)
     pruned = existing - set(want["profiles"]) if prune and "profiles" in want else set()
     known = set(want.get("profiles", {})) | (existing - pruned)
     problems = []
-    for section, name, profile in _references(want):
+    for section, name, field_name, profile in _references(want):
         if profile not in known:
             why = ("is pruned by this apply" if profile in pruned
                    else "is neither in this file nor on the service")
             path = (section,) if name is None else (section, name)
-            problems.append(Problem(policy.line(*path, "automation_profile"),
-                                    dotted((*path, "automation_profile")),
+            problems.append(Problem(policy.line(*path, field_name),
+                                    dotted((*path, field_name)),
                                     f"profile '{profile}' {why}"))
     # What the file leaves alone keeps naming its profile after the apply.
     untouched = {s: {n: b for n, b in (have.get(s) or {}).items() if n not in want.get(s, {})}
-                 for s in ("projects", "actions")}
+                 for s in REFERENCING}
     if "config" not in want:
         untouched["config"] = have.get("config")
-    for section, name, profile in _references(untouched):
+    for section, name, _field, profile in _references(untouched):
         if profile in pruned:
-            who = "the global config" if name is None else f"{KIND[section]} '{name}'"
+            who = ("the global config" if name is None
+                   else f"the settings of project '{name}'" if section == "settings"
+                   else f"{KIND[section]} '{name}'")
             problems.append(Problem(policy.line("profiles"), f"profiles.{profile}",
                                     f"cannot prune profile '{profile}': {who} still names it "
                                     "and this file does not change that"))

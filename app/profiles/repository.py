@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.kit.errors import InvalidInput
 from app.profiles.tables import Action, GlobalConfig, Profile, ProfileVersion, Project
 from app.store.base import utcnow
 from app.store.engine import lock_key
@@ -21,6 +22,16 @@ async def get_profile(session: AsyncSession, name: str) -> Profile | None:
 
 async def list_profiles(session: AsyncSession) -> list[Profile]:
     return list((await session.scalars(select(Profile).order_by(Profile.name))).all())
+
+
+async def require_profile(session: AsyncSession, name: str | None, field: str) -> None:
+    """A named profile must exist: 422 `unknown_profile` naming `field` otherwise."""
+    if name is not None and await get_profile(session, name) is None:
+        raise InvalidInput(
+            f"profile '{name}' does not exist", code="unknown_profile",
+            profile=name, fields=[{"field": field, "message": f"profile '{name}' does not exist",
+                                   "type": "unknown_profile"}],
+        )
 
 
 async def list_profile_versions(session: AsyncSession, name: str) -> list[ProfileVersion]:

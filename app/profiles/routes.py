@@ -5,14 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.deps import PrincipalDep
 from app.auth.routing import JSONRoute
 from app.auth.scope import action_not_found
 from app.decisions.audit import audit_change
 from app.kit.deps import CallerDep, NameParam, ProfileNameParam, Session
-from app.kit.errors import Conflict, InvalidInput, NotFound
+from app.kit.errors import Conflict, NotFound
 from app.kit.openapi import errors
 from app.kit.schemas import NAME_PATTERN
 from app.profiles import repository as profile_repo
@@ -29,17 +28,9 @@ from app.profiles.schemas import (
     ProjectList,
     ProjectOut,
 )
+from app.registry import repository as registry_repo
 
 router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["configuration"])
-
-
-async def require_profile(session: AsyncSession, name: str | None, field: str) -> None:
-    if name is not None and await profile_repo.get_profile(session, name) is None:
-        raise InvalidInput(
-            f"profile '{name}' does not exist", code="unknown_profile",
-            profile=name, fields=[{"field": field, "message": f"profile '{name}' does not exist",
-                                   "type": "unknown_profile"}],
-        )
 
 
 def _versioned(row) -> dict:  # type: ignore[no-untyped-def]
@@ -104,6 +95,8 @@ async def delete_profile(name: ProfileNameParam, session: Session,
     if row is None:
         raise NotFound(f"profile '{name}' does not exist", profile=name)
     refs = await profile_repo.profile_references(session, name)
+    if shadowing := await registry_repo.projects_shadowing(session, name):
+        refs["shadow_projects"] = shadowing
     if refs:
         users = []
         if refs.get("config"):
@@ -112,6 +105,8 @@ async def delete_profile(name: ProfileNameParam, session: Session,
             users.append(f"projects {refs['projects']}")
         if refs.get("actions"):
             users.append(f"actions {refs['actions']}")
+        if refs.get("shadow_projects"):
+            users.append(f"the shadow_profile setting of projects {refs['shadow_projects']}")
         named = ", ".join(users)
         raise Conflict(f"profile '{name}' is still named by {named}", code="profile_in_use",
                        profile=name, **refs)
@@ -132,7 +127,7 @@ async def get_config(session: Session) -> dict:
 
 @router.put("/config", response_model=ConfigOut, responses=errors(409))
 async def put_config(body: ProfileChoice, session: Session, caller: CallerDep) -> dict:
-    await require_profile(session, body.automation_profile, "automation_profile")
+    await profile_repo.require_profile(session, body.automation_profile, "automation_profile")
     existing = await profile_repo.get_config(session)
     before = existing.automation_profile if existing else None
     row = await profile_repo.put_config(session, body.automation_profile)
@@ -153,7 +148,7 @@ def _project(row) -> dict:  # type: ignore[no-untyped-def]
                        **errors(404, 409)})
 async def put_project(project: NameParam, body: ProfileChoice, session: Session,
                       response: Response, caller: CallerDep) -> dict:
-    await require_profile(session, body.automation_profile, "automation_profile")
+    await profile_repo.require_profile(session, body.automation_profile, "automation_profile")
     existing = await profile_repo.get_project(session, project)
     before = {"automation_profile": existing.automation_profile} if existing else None
     row, created = await profile_repo.put_project(session, project, body.automation_profile)
@@ -191,7 +186,7 @@ def _action(row) -> dict:  # type: ignore[no-untyped-def]
             responses={201: {"model": ActionOut, "description": "Created"}, **errors(409)})
 async def put_action(action_id: NameParam, body: ActionIn, session: Session,
                      response: Response, caller: CallerDep) -> dict:
-    await require_profile(session, body.automation_profile, "automation_profile")
+    await profile_repo.require_profile(session, body.automation_profile, "automation_profile")
     existing = await profile_repo.get_action(session, action_id)
     before = _action_config(existing) if existing else None
     row, created = await profile_repo.put_action(

@@ -1,10 +1,11 @@
-"""Registry repositories: tools, skills, project registry settings, the registry version.
+"""Registry repositories: tools, skills, project settings, the registry version.
 
 Functions never commit; the caller's session dependency does. Every write first takes the
 registry lock (an UPDATE of the single `registry_state` row): it serialises registry writers
 on Postgres (row lock) and SQLite (write lock), so two racing PUTs of a new name cannot
 both insert. A change to tools or project settings bumps `registry_state.version` in the
-same transaction, which is how every replica's RegistryCache learns of it.
+same transaction, which is how every replica's RegistryCache learns of it. Project settings
+(SPEC §9: deny_unregistered_tools, approval_mode, shadow_profile) travel the same way.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from sqlalchemy import select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.registry.tables import ProjectRegistrySettings, RegistryState, RegistryTool, Skill
+from app.registry.tables import ProjectSettings, RegistryState, RegistryTool, Skill
 from app.store.base import utcnow
 
 # --- the registry version ---------------------------------------------------------------
@@ -58,7 +59,7 @@ async def get_registry_version(session: AsyncSession) -> int:
 class RegistrySnapshot:
     version: int
     tools: list[RegistryTool]
-    deny_unregistered_projects: list[str]
+    projects: list[ProjectSettings]
 
 
 async def load_registry(session: AsyncSession) -> RegistrySnapshot:
@@ -66,11 +67,8 @@ async def load_registry(session: AsyncSession) -> RegistrySnapshot:
     reload later, while the opposite order could pair old rows with a new version."""
     version = await get_registry_version(session)
     tools = list((await session.scalars(select(RegistryTool))).all())
-    projects = await session.scalars(
-        select(ProjectRegistrySettings.project)
-        .where(ProjectRegistrySettings.deny_unregistered_tools.is_(True))
-    )
-    return RegistrySnapshot(version, tools, list(projects.all()))
+    projects = list((await session.scalars(select(ProjectSettings))).all())
+    return RegistrySnapshot(version, tools, projects)
 
 
 # --- tools ------------------------------------------------------------------------------
@@ -174,29 +172,63 @@ async def delete_skill(session: AsyncSession, name: str) -> bool:
     return True
 
 
-# --- per-project registry settings --------------------------------------------------------
+# --- per-project settings (SPEC §9) --------------------------------------------------------
+
+# What a project without a row has.
+DEFAULT_SETTINGS: dict[str, Any] = {"deny_unregistered_tools": False,
+                                    "approval_mode": "client_flag", "shadow_profile": None}
+SETTINGS_FIELDS = tuple(DEFAULT_SETTINGS)
 
 
-async def get_registry_settings(
-    session: AsyncSession, project: str
-) -> ProjectRegistrySettings | None:
-    return await session.get(ProjectRegistrySettings, project)
-
-
-async def put_registry_settings(
-    session: AsyncSession, project: str, *, deny_unregistered_tools: bool
-) -> ProjectRegistrySettings:
-    await lock_registry(session)
-    row = await session.get(ProjectRegistrySettings, project, populate_existing=True)
+def settings_of(row: ProjectSettings | None) -> dict[str, Any]:
+    """The settings' values (the defaults for a project without a row)."""
     if row is None:
-        row = ProjectRegistrySettings(project=project,
-                                      deny_unregistered_tools=deny_unregistered_tools,
-                                      updated_at=utcnow())
+        return dict(DEFAULT_SETTINGS)
+    return {field: getattr(row, field) for field in SETTINGS_FIELDS}
+
+
+async def get_project_settings(session: AsyncSession, project: str) -> ProjectSettings | None:
+    return await session.get(ProjectSettings, project)
+
+
+async def list_project_settings(session: AsyncSession, *,
+                                projects: list[str] | None) -> list[ProjectSettings]:
+    """Projects with stored settings, by name; `projects` (not None) limits them."""
+    query = select(ProjectSettings).order_by(ProjectSettings.project)
+    if projects is not None:
+        query = query.where(ProjectSettings.project.in_(projects))
+    return list((await session.scalars(query)).all())
+
+
+async def projects_shadowing(session: AsyncSession, profile: str) -> list[str]:
+    """Projects whose shadow_profile names `profile` (for the profile's deletion)."""
+    rows = await session.scalars(
+        select(ProjectSettings.project).where(ProjectSettings.shadow_profile == profile)
+        .order_by(ProjectSettings.project).limit(100))
+    return list(rows.all())
+
+
+async def put_project_settings(
+    session: AsyncSession, project: str, values: dict[str, Any]
+) -> tuple[ProjectSettings, dict[str, Any] | None]:
+    """Set the given settings (the others keep their stored or default values); returns
+    (row, the values before, None when the row did not exist). A PUT that changes nothing
+    writes nothing; anything else bumps the registry version, so every replica's
+    RegistryCache picks it up."""
+    await lock_registry(session)
+    row = await session.get(ProjectSettings, project, populate_existing=True)
+    if row is None:
+        row = ProjectSettings(project=project, updated_at=utcnow(),
+                              **{**DEFAULT_SETTINGS, **values})
         session.add(row)
-    elif row.deny_unregistered_tools == deny_unregistered_tools:
-        return row
+        before = None
     else:
-        row.deny_unregistered_tools, row.updated_at = deny_unregistered_tools, utcnow()
+        before = settings_of(row)
+        if all(before[field] == value for field, value in values.items()):
+            return row, before
+        for field, value in values.items():
+            setattr(row, field, value)
+        row.updated_at = utcnow()
     await bump_registry_version(session)
     await session.flush()
-    return row
+    return row, before

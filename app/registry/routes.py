@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
+from app.auth.deps import PrincipalDep
 from app.auth.routing import JSONRoute
 from app.decisions.audit import audit_change, record_decisions
 from app.decisions.deps import DecisionLogDep
@@ -16,10 +17,14 @@ from app.kit.deps import CallerDep, NameParam, Session, Sessions
 from app.kit.errors import NotFound
 from app.kit.openapi import errors
 from app.policy.screening import phrase_warnings, screen, screen_deny, screen_skills
+from app.profiles import repository as profile_repo
 from app.registry import repository as registry_repo
 from app.registry.deps import RegistryDep
 from app.registry.schemas import (
     MAX_TEXT_CHARS,
+    ProjectSettingsIn,
+    ProjectSettingsList,
+    ProjectSettingsOut,
     RegistrySettingsIn,
     RegistrySettingsOut,
     SafetyTestOut,
@@ -32,7 +37,7 @@ from app.registry.schemas import (
     ToolList,
     ToolOut,
 )
-from app.registry.tables import RegistryTool, Skill
+from app.registry.tables import ProjectSettings, RegistryTool, Skill
 
 router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["registry"])
 # The safety test takes JSON or JSONL, so it reads its body itself: JSONRoute would force
@@ -291,24 +296,58 @@ async def safety_test(name: NameParam, request: Request, session: Session) -> di
             "missed": missed, "ok": not missed}
 
 
-# --- per-project registry settings --------------------------------------------------------
+# --- per-project settings (SPEC §9) ------------------------------------------------------
+
+def _settings(project: str, row: ProjectSettings | None) -> dict[str, Any]:
+    return {"project": project, **registry_repo.settings_of(row),
+            "updated_at": row.updated_at if row is not None else None}
+
+
+@router.put("/projects/{project}/settings", response_model=ProjectSettingsOut)
+async def put_project_settings(project: NameParam, body: ProjectSettingsIn, session: Session,
+                               registry: RegistryDep, caller: CallerDep) -> dict:
+    """Replaces the project's settings whole (a field left out takes its default). Decisions
+    on every replica use them as they use registry changes (app/registry/service.py).
+    `approval_mode` and `shadow_profile` are stored and served; nothing acts on them yet."""
+    await profile_repo.require_profile(session, body.shadow_profile, "shadow_profile")
+    after = body.model_dump()
+    row, before = await registry_repo.put_project_settings(session, project, after)
+    if before != after:
+        registry.invalidate_on_commit(session)
+        await audit_change(session, caller, resource="project_settings", name=project,
+                           project=project, operation="create" if before is None else "update",
+                           before=before, after=after)
+    return _settings(project, row)
+
+
+@router.get("/projects/{project}/settings", response_model=ProjectSettingsOut)
+async def get_project_settings(project: NameParam, session: Session) -> dict:
+    """The defaults (and `updated_at: null`) for a project whose settings were never set."""
+    return _settings(project, await registry_repo.get_project_settings(session, project))
+
+
+@router.get("/project-settings", response_model=ProjectSettingsList,
+            summary="Every project whose settings were set, within the key's projects")
+async def list_project_settings(session: Session, principal: PrincipalDep) -> dict:
+    rows = await registry_repo.list_project_settings(session, projects=principal.project_list())
+    return {"items": [_settings(row.project, row) for row in rows]}
+
 
 @router.put("/projects/{project}/registry-settings", response_model=RegistrySettingsOut,
             responses=errors(404, 409))
 async def put_registry_settings(project: NameParam, body: RegistrySettingsIn,
                                 session: Session, registry: RegistryDep, caller: CallerDep) -> dict:
     """`deny_unregistered_tools`: decisions in this project refuse tools missing from the
-    registry instead of trusting a submitted capability."""
-    existing = await registry_repo.get_registry_settings(session, project)
-    before = existing.deny_unregistered_tools if existing else None
-    row = await registry_repo.put_registry_settings(
-        session, project, deny_unregistered_tools=body.deny_unregistered_tools
-    )
-    registry.invalidate_on_commit(session)
-    if before != row.deny_unregistered_tools:
+    registry instead of trusting a submitted capability. Part one's route: it changes only
+    this one of the project's settings (`/settings` holds them all)."""
+    row, before = await registry_repo.put_project_settings(
+        session, project, {"deny_unregistered_tools": body.deny_unregistered_tools})
+    was = before["deny_unregistered_tools"] if before is not None else None
+    if was != row.deny_unregistered_tools:
+        registry.invalidate_on_commit(session)
         await audit_change(session, caller, resource="registry_settings", name=project,
                            project=project, operation="update",
-                           before={"deny_unregistered_tools": before},
+                           before={"deny_unregistered_tools": was},
                            after={"deny_unregistered_tools": row.deny_unregistered_tools})
     return {"project": row.project, "deny_unregistered_tools": row.deny_unregistered_tools,
             "updated_at": row.updated_at}
@@ -317,7 +356,7 @@ async def put_registry_settings(project: NameParam, body: RegistrySettingsIn,
 @router.get("/projects/{project}/registry-settings", response_model=RegistrySettingsOut,
             responses=errors(404))
 async def get_registry_settings(project: NameParam, session: Session) -> dict:
-    row = await registry_repo.get_registry_settings(session, project)
+    row = await registry_repo.get_project_settings(session, project)
     if row is None:
         return {"project": project, "deny_unregistered_tools": False, "updated_at": None}
     return {"project": row.project, "deny_unregistered_tools": row.deny_unregistered_tools,

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, Field, StringConstraints, model_validator
 
-from app.kit.schemas import Name, Stored, Strict
+from app.kit.schemas import Name, ProfileName, Stored, Strict
 from app.policy.screening import normalize_phrase, normalize_phrases
 
 SafetyCategory = Literal["safe", "destructive"]
@@ -126,7 +126,33 @@ class SafetyTestOut(BaseModel):
     ok: bool
 
 
-# --- project registry settings ----------------------------------------------------------
+# --- project settings (SPEC §9) and the registry part of them ---------------------------
+
+ApprovalMode = Literal["client_flag", "server"]
+
+
+class ProjectSettingsIn(Strict):
+    """The whole settings: a field left out takes its default."""
+
+    deny_unregistered_tools: bool = False
+    # Stored and served; approvals held by the service (SPEC §10) are not built yet.
+    approval_mode: ApprovalMode = "client_flag"
+    # An existing profile's name (422 otherwise). Stored and served; shadow evaluation
+    # (SPEC §12) is not built yet.
+    shadow_profile: ProfileName | None = None
+
+
+class ProjectSettingsOut(BaseModel):
+    project: str
+    deny_unregistered_tools: bool
+    approval_mode: ApprovalMode
+    shadow_profile: str | None
+    updated_at: datetime | None
+
+
+class ProjectSettingsList(BaseModel):
+    items: list[ProjectSettingsOut]
+
 
 class RegistrySettingsIn(Strict):
     deny_unregistered_tools: bool

@@ -7,8 +7,8 @@
   the ttl it also starts that check in the background, so under steady traffic the check
   is renewed before it expires and no decision waits for the database;
 - otherwise it reads the one-row `registry_state.version` (bumped in the same transaction
-  as every change to tools or project registry settings, on whichever replica made it) and
-  reloads every tool and setting only when that number changed.
+  as every change to tools or project settings, on whichever replica made it) and
+  reloads every tool and project's settings only when that number changed.
 
 Staleness bound: a change committed by another process or replica sharing the database is
 used by this process's decisions at most `ttl` seconds (setting `registry_ttl_seconds`,
@@ -24,6 +24,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import event
@@ -31,9 +32,26 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.policy.model import RegisteredTool
 from app.registry import repository as registry_repo
-from app.registry.tables import RegistryTool
+from app.registry.tables import ProjectSettings, RegistryTool
 
 log = logging.getLogger("toolgate.registry")
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectConfig:
+    """A project's settings (SPEC §9) as decisions read them, from memory."""
+
+    deny_unregistered_tools: bool = False
+    approval_mode: str = "client_flag"  # "client_flag" | "server"
+    shadow_profile: str | None = None
+
+
+DEFAULT_PROJECT = ProjectConfig()
+
+
+def project_config(row: ProjectSettings) -> ProjectConfig:
+    return ProjectConfig(deny_unregistered_tools=row.deny_unregistered_tools,
+                         approval_mode=row.approval_mode, shadow_profile=row.shadow_profile)
 
 
 def registered_tool(row: RegistryTool) -> RegisteredTool:
@@ -50,13 +68,14 @@ def registered_tool(row: RegistryTool) -> RegisteredTool:
 
 
 class RegistryCache:
-    """Registered tools and per-project `deny_unregistered_tools`, refreshed by version."""
+    """Registered tools and each project's settings, refreshed by version."""
 
     def __init__(self, *, ttl: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.ttl = ttl
         self._clock = clock
         self._tools: dict[str, RegisteredTool] = {}
-        self._deny_projects: frozenset[str] = frozenset()
+        self._projects: dict[str, ProjectConfig] = {}
+        self._deny_projects: frozenset[str] = frozenset()  # for the hot path's one lookup
         self._version: int | None = None  # None: never loaded
         self._checked_at: float | None = None  # None: check on the next ensure_fresh
         # Bumped by invalidate(); a reload that started before an invalidation must not
@@ -110,7 +129,11 @@ class RegistryCache:
                 if version != self._version:
                     snapshot = await registry_repo.load_registry(session)
                     self._tools = {row.name: registered_tool(row) for row in snapshot.tools}
-                    self._deny_projects = frozenset(snapshot.deny_unregistered_projects)
+                    self._projects = {row.project: project_config(row)
+                                      for row in snapshot.projects}
+                    self._deny_projects = frozenset(
+                        name for name, config in self._projects.items()
+                        if config.deny_unregistered_tools)
                     self._version = snapshot.version
             if generation == self._generation:
                 self._checked_at = started  # the bound counts from the read, not its end
@@ -125,6 +148,13 @@ class RegistryCache:
         """Whether `project` refuses tools missing from the registry, from memory; call
         ensure_fresh first (as for `get`)."""
         return project is not None and project in self._deny_projects
+
+    def project(self, project: str | None) -> ProjectConfig:
+        """A project's settings from memory (the defaults for a project without any, or for
+        a request in no project); call ensure_fresh first (as for `get`)."""
+        if project is None:
+            return DEFAULT_PROJECT
+        return self._projects.get(project, DEFAULT_PROJECT)
 
     def invalidate(self, _payload: Any = None) -> None:
         """Check the database on the next ensure_fresh, whatever the ttl (also the

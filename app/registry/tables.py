@@ -1,4 +1,4 @@
-"""Registry tables (SPEC §5, seed 003): tools, skills, per-project registry settings and the
+"""Registry tables (SPEC §5, seed 003): tools, skills, per-project settings (SPEC §9) and the
 registry version that lets every replica notice a change."""
 
 from __future__ import annotations
@@ -41,11 +41,22 @@ class Skill(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
-class ProjectRegistrySettings(Base):
+class ProjectSettings(Base):
+    """A project's settings (SPEC §9); no row means every setting at its default.
+
+    The table keeps the name it had when it held only `deny_unregistered_tools`: replicas of
+    the previous release keep using it during a rolling upgrade (migration 0008), and the
+    server defaults fill the columns they do not know of."""
+
     __tablename__ = "project_registry_settings"
 
     project: Mapped[str] = mapped_column(String(200), primary_key=True)
     deny_unregistered_tools: Mapped[bool] = mapped_column(Boolean, default=False)
+    # "client_flag" | "server" (SPEC §10): stored and served; approvals are not built yet.
+    approval_mode: Mapped[str] = mapped_column(String(16), default="client_flag",
+                                               server_default="client_flag")
+    # A profile's name (SPEC §12): stored and served; shadow evaluation is not built yet.
+    shadow_profile: Mapped[str | None] = mapped_column(String(64))
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 

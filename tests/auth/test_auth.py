@@ -272,7 +272,8 @@ async def test_an_agent_sees_only_its_projects(client):
         {"plan_id": "alpha-plan", "tool": tool}, {"plan_id": "beta-plan", "tool": tool}])
     assert r.status_code == 404 and r.json()["error"]["details"]["index"] == 1
     r = await client.post("/v1/authorize-tool", headers=agent, json={"tool": tool})
-    assert r.status_code == 200, "a stateless request involves no project"
+    assert r.status_code == 403, "a scoped key cannot be stateless (SPEC §9)"
+    assert r.json()["error"]["code"] == "stateless_forbidden"
     r = await client.post("/v1/authorize-tool", headers=agent,
                           json={"plan_id": "alpha-plan", "tool": tool})
     assert r.status_code == 200
@@ -316,26 +317,32 @@ async def test_an_auditor_reads_only_its_projects(client):
     assert (await client.get("/v1/audit/verify", headers=unscoped)).json()["ok"] is True
 
 
-async def test_inline_profiles_can_be_reserved_to_admins(client, settings):
+async def test_plans_with_inline_profiles_are_reserved_to_admins_by_default(client, settings):
+    """TOOLGATE_ALLOW_INLINE_PROFILES (default false) governs only plans created with an
+    inline profile by a non-admin key; requests without plan_id are the key's property."""
     await client.put("/v1/actions/act", json={"project": "web"})
     agent = bearer((await new_key(client, "agent"))["key"])
-    tool = {"name": "t", "capability": READER}
-    strict = settings.model_copy(update={"allow_inline_profiles": False})
-    async with second_app(strict) as replica:
-        for body in ({"tool": tool}, {"tool": tool, "safety_profile": {}}):
-            r = await replica.post("/v1/authorize-tool", headers=agent, json=body)
-            assert r.status_code == 403, body
-            assert r.json()["error"]["code"] == "inline_profile_forbidden"
-            assert (await replica.post("/v1/authorize-tool", json=body)).status_code == 200
+    r = await client.post("/v1/plans", headers=agent,
+                          json={"action_id": "act", "safety_profile": {}})
+    assert r.status_code == 403 and r.json()["error"]["code"] == "inline_profile_forbidden"
+    assert (await client.post("/v1/plans", headers=agent, json={"action_id": "act"})
+            ).status_code == 201
+    assert (await client.post("/v1/plans", json={"action_id": "act", "safety_profile": {}})
+            ).status_code == 201  # an admin may
+    stateless = bearer((await new_key(client, "agent", stateless=True))["key"])
+    r = await client.post("/v1/plans", headers=stateless,
+                          json={"action_id": "act", "safety_profile": {}})
+    assert r.status_code == 403, "a stateless key is not allowed inline plans for that"
+    lenient = settings.model_copy(update={"allow_inline_profiles": True})
+    async with second_app(lenient) as replica:
         r = await replica.post("/v1/plans", headers=agent,
                                json={"action_id": "act", "safety_profile": {}})
-        assert r.status_code == 403
-        assert (await replica.post("/v1/plans", headers=agent, json={"action_id": "act"})
-                ).status_code == 201
-    # The default allows them.
-    r = await client.post("/v1/authorize-tool", headers=agent,
-                          json={"tool": tool, "safety_profile": {}})
-    assert r.status_code == 200
+        assert r.status_code == 201
+        # The setting says nothing about requests without plan_id.
+        r = await replica.post("/v1/authorize-tool", headers=agent,
+                               json={"tool": {"name": "t", "capability": READER},
+                                     "safety_profile": {}})
+        assert r.status_code == 403 and r.json()["error"]["code"] == "stateless_forbidden"
 
 
 # --- who did it -----------------------------------------------------------------------------
@@ -652,4 +659,5 @@ async def test_direct_sql_sees_no_secret_column(client):
     async with state.engine.connect() as conn:
         row = (await conn.execute(text("SELECT * FROM api_keys"))).keys()
     assert set(row) == {"id", "name", "role", "projects", "key_hash", "prefix", "created_at",
-                        "created_by", "expires_at", "revoked_at", "revoked_by"}
+                        "created_by", "expires_at", "revoked_at", "revoked_by", "stateless",
+                        "principal"}

@@ -42,12 +42,16 @@ BODIES: dict[tuple[str, str], object] = {
     ("PUT", "/v1/tools/{name}"): {**WRITER, "safety_category": "destructive"},
     ("PUT", "/v1/skills/{name}"): {"unsafe_phrases": ["drop the table"]},
     ("PUT", "/v1/projects/{project}/registry-settings"): {"deny_unregistered_tools": True},
+    ("PUT", "/v1/projects/{project}/settings"): {"deny_unregistered_tools": True,
+                                                  "approval_mode": "server",
+                                                  "shadow_profile": "probe"},
     ("POST", "/v1/keys"): {"name": "sneaky", "role": "admin", "projects": None},
 }
 
 # Requests about one project's resource: a key of the right role scoped elsewhere gets 404.
 ONE_PROJECT = {
     ("GET", "/v1/projects/{project}"), ("GET", "/v1/projects/{project}/registry-settings"),
+    ("GET", "/v1/projects/{project}/settings"), ("PUT", "/v1/projects/{project}/settings"),
     ("GET", "/v1/actions/{action_id}"), ("GET", "/v1/plans/{plan_id}"),
     ("POST", "/v1/plans/{plan_id}/execute"), ("POST", "/v1/plans/{plan_id}/lifecycle-apply"),
     ("GET", "/v1/decisions/{decision_id}"), ("POST", "/v1/plans"), ("POST", "/v1/resolve"),

@@ -49,7 +49,8 @@ def test_example_file_is_valid_and_applies_in_dependency_order() -> None:
     plan = make_plan(load_policy(EXAMPLE.read_text()), empty_state())
     sections = [c.section for c in plan.changes]
     assert sections == sorted(sections, key=["profiles", "config", "projects", "actions",
-                                             "tools", "skills"].index)
+                                             "tools", "skills", "settings"].index)
+    assert sections[-1] == "settings"
     assert {c.op for c in plan.changes} == {"create", "update"}  # config exists, empty
 
 
@@ -139,7 +140,7 @@ def test_prune_deletes_last_and_reports_what_cannot_be_deleted() -> None:
                                                        ("delete", "profile unused")]
     assert [c.render() for c in plan.not_pruned] == [
         ["! project legacy: not pruned (no delete route)"]]
-    assert plan.summary() == ("Plan: 0 to create, 0 to update, 2 to delete, 15 unchanged; "
+    assert plan.summary() == ("Plan: 0 to create, 0 to update, 2 to delete, 16 unchanged; "
                               "1 not pruned (no delete route).")
 
 
@@ -158,7 +159,8 @@ def test_profiles_are_deleted_only_when_nothing_left_names_them() -> None:
     # Pointing the action elsewhere in the same file makes the delete possible, and the
     # delete comes after the update.
     text += "actions:\n  deploy-web: {project: web, automation_profile: strict}\n" \
-            "  review-web: {project: web, read_only: true}\n  explore: {project: research}\n"
+            "  review-web: {project: web, read_only: true}\n  explore: {project: research}\n" \
+            "settings:\n  web: {deny_unregistered_tools: true}\n"  # web's shadow_profile too
     plan = make_plan(load_policy(text), state, prune=True)
     ops = [(c.op, c.label) for c in plan.changes]
     assert ops.index(("delete", "profile reviewed")) > ops.index(("update", "action deploy-web"))
@@ -225,3 +227,108 @@ def test_the_documented_example_is_the_shipped_one() -> None:
     doc = (EXAMPLE.parents[1] / "docs" / "config-as-code.md").read_text()
     block = doc.split("<!-- example:start -->\n```yaml\n")[1].split("```\n<!-- example:end -->")[0]
     assert block == EXAMPLE.read_text(), "docs/config-as-code.md: paste examples/policy.yaml"
+
+
+# --- project settings (SPEC §9) -------------------------------------------------------------
+
+def test_settings_are_a_section_keyed_by_project_sent_to_their_route() -> None:
+    text = ("version: 1\nsettings:\n  web: {approval_mode: server}\n"
+            "  api: {deny_unregistered_tools: true, shadow_profile: strict}\n"
+            "profiles:\n  strict: {}\n")
+    policy = load_policy(text)
+    assert policy.sections["settings"] == {
+        "web": {"deny_unregistered_tools": False, "approval_mode": "server",
+                "shadow_profile": None},  # replaced whole: the rest takes its defaults
+        "api": {"deny_unregistered_tools": True, "approval_mode": "client_flag",
+                "shadow_profile": "strict"}}
+    plan = make_plan(policy, empty_state())
+    settings = [c for c in plan.changes if c.section == "settings"]
+    assert [(c.method, c.path, c.label) for c in settings] == [
+        ("PUT", "/v1/projects/web/settings", "settings of web"),
+        ("PUT", "/v1/projects/api/settings", "settings of api")]
+    assert settings[0].body == policy.sections["settings"]["web"]
+    assert plan.changes[-1].section == "settings"  # after the profile it names
+
+
+def test_settings_at_their_defaults_on_an_unset_project_change_nothing() -> None:
+    state = empty_state()
+    plan = make_plan(load_policy("version: 1\nsettings:\n  web: {}\n"), state)
+    assert not plan.changes and plan.unchanged == 1
+    state.sections["settings"] = {"web": {"deny_unregistered_tools": False,
+                                          "approval_mode": "server", "shadow_profile": None}}
+    (change,) = make_plan(load_policy("version: 1\nsettings:\n  web: {}\n"), state).changes
+    assert change.render() == ["~ settings of web", '    approval_mode: "server" -> "client_flag"']
+
+
+def test_bad_settings_are_refused_with_their_lines() -> None:
+    text = ("version: 1\n"                                   # 1
+            "settings:\n"                                    # 2
+            "  web:\n"                                       # 3
+            "    approval_mode: manual\n"                    # 4
+            "    deny_unregistered_tools: yes\n"             # 5
+            "  bad name: {}\n"                               # 6
+            "  api: {shadow_profile: Not-A-Profile}\n")      # 7
+    found = {where: line for line, where, _ in problems(text)}
+    assert found == {"settings.web.approval_mode": 4, "settings.web.deny_unregistered_tools": 5,
+                     "settings.bad name": 6, "settings.api.shadow_profile": 7}
+    text = "version: 1\nsettings:\n  web:\n    shadow_profile: nope\n"
+    with pytest.raises(PolicyFileError) as info:
+        make_plan(load_policy(text), empty_state(), source="p.yaml")
+    assert str(info.value) == ("p.yaml:4: settings.web.shadow_profile: profile 'nope' is "
+                               "neither in this file nor on the service")
+
+
+def test_a_shadow_profile_left_alone_keeps_its_profile_from_being_pruned() -> None:
+    state = state_of(EXAMPLE.read_text())
+    text = EXAMPLE.read_text().split("\n# Project settings")[0]  # no settings: section
+    text = text.replace("automation_profile: reviewed", "automation_profile: strict")
+    text = text.replace("  reviewed:\n", "  other:\n")
+    with pytest.raises(PolicyFileError, match="the settings of project 'web' still names it"):
+        make_plan(load_policy(text), state, prune=True)
+
+
+def test_settings_export_and_apply_round_trip() -> None:
+    state = state_of(EXAMPLE.read_text())
+    state.sections["settings"]["api"] = {"deny_unregistered_tools": False,
+                                         "approval_mode": "server", "shadow_profile": None}
+    doc = export_document(state)
+    assert doc["settings"] == {
+        "api": {"deny_unregistered_tools": False, "approval_mode": "server"},
+        "web": {"deny_unregistered_tools": True, "approval_mode": "client_flag",
+                "shadow_profile": "reviewed"}}
+    plan = make_plan(load_policy(dump_yaml(doc)), state, prune=True)
+    assert not plan.changes and not plan.not_pruned
+    # Settings have no DELETE route: a project the file no longer names is reported.
+    plan = make_plan(load_policy("version: 1\nsettings: {}\n"), state, prune=True)
+    assert [c.render() for c in plan.not_pruned] == [
+        ["! settings of api: not pruned (no delete route)"],
+        ["! settings of web: not pruned (no delete route)"]]
+
+
+def test_apply_reads_settings_one_by_one_from_a_service_without_the_list() -> None:
+    from app.cli.apply import read_state
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if path == "/v1/project-settings":
+            return httpx.Response(404, json={"error": {"code": "not_found", "message": "",
+                                                       "details": {}}})
+        if path == "/v1/projects/web/settings":
+            return httpx.Response(200, json={
+                "project": "web", "deny_unregistered_tools": True, "approval_mode": "server",
+                "shadow_profile": None, "updated_at": "2026-12-02T00:00:00Z"})
+        if path == "/v1/config":
+            return httpx.Response(200, json={"automation_profile": None})
+        return httpx.Response(200, json={"items": []})
+
+    service = Service("http://toolgate.test", None)
+    service.http = httpx.Client(base_url="http://toolgate.test",
+                                transport=httpx.MockTransport(handler))
+    policy = load_policy("version: 1\nsettings:\n  web: {approval_mode: server}\n")
+    state = read_state(service, policy)
+    assert "settings" in state.partial
+    assert state.sections["settings"] == {"web": {"deny_unregistered_tools": True,
+                                                  "approval_mode": "server",
+                                                  "shadow_profile": None}}
+    (change,) = make_plan(policy, state).changes
+    assert change.fields == (("deny_unregistered_tools", True, False),)

@@ -1,6 +1,7 @@
 """The schema is built by the migrations, and the models never drift from them."""
 
 import asyncio
+from datetime import UTC, datetime
 
 import httpx
 from alembic.autogenerate import compare_metadata
@@ -128,3 +129,45 @@ def test_sqlite_kind_index_leaves_authorize_out_and_still_serves_rare_kinds(tmp_
     assert "WHERE" not in sql
     migrate.upgrade(url)
     assert migrate.current(url) == migrate.head(url)
+
+
+def test_0008_gives_existing_keys_and_project_settings_their_defaults(database_url):
+    """Rows written before migration 0008 (a key, a project's registry settings) come out
+    of it with stateless false, no principal (shown as the key's id) and approval_mode
+    client_flag, shadow_profile null; deny_unregistered_tools is kept."""
+    from alembic import command
+    from sqlalchemy import text
+
+    from tests.conftest import ADMIN_HEADERS
+
+    async def api(calls):  # type: ignore[no-untyped-def]
+        app = create_app(Settings(database_url=database_url, admin_token="test-admin-token"))
+        async with app.router.lifespan_context(app):
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                         base_url="http://t", headers=ADMIN_HEADERS) as c:
+                return [await c.request(method, path, **kwargs)
+                        for method, path, kwargs in calls]
+
+    command.downgrade(migrate.alembic_config(database_url), "0007")
+
+    async def write_at_0007() -> None:  # what the previous release writes
+        engine = create_async_engine(database_url)
+        async with engine.begin() as conn:
+            await conn.execute(text(
+                "INSERT INTO api_keys (id, name, role, projects, key_hash, prefix, created_at) "
+                "VALUES ('key_old', 'old agent', 'agent', NULL, :hash, 'tg_old', :now)"),
+                {"hash": "0" * 64, "now": datetime.now(UTC)})
+            await conn.execute(text(
+                "INSERT INTO project_registry_settings (project, deny_unregistered_tools, "
+                "updated_at) VALUES ('web', true, :now)"), {"now": datetime.now(UTC)})
+        await engine.dispose()
+
+    asyncio.run(write_at_0007())
+    migrate.upgrade(database_url)
+    keys, settings = asyncio.run(api([("GET", "/v1/keys", {}),
+                                      ("GET", "/v1/projects/web/settings", {})]))
+    (key,) = keys.json()["items"]
+    assert (key["id"], key["stateless"], key["principal"]) == ("key_old", False, "key_old")
+    body = settings.json()
+    assert (body["deny_unregistered_tools"], body["approval_mode"], body["shadow_profile"]) == (
+        True, "client_flag", None)
