@@ -33,7 +33,10 @@ router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["configuration"])
 
 
 async def require_profile(session: AsyncSession, name: str | None, field: str) -> None:
-    if name is not None and await profile_repo.get_profile(session, name) is None:
+    """The named profile exists, and stays until the transaction ends: its lock is taken,
+    so a concurrent delete (which takes it too, then looks for references) either finishes
+    first (this is then a 422) or sees the reference this request makes (a 409 there)."""
+    if name is not None and await profile_repo.lock_profile(session, name) is None:
         raise InvalidInput(
             f"profile '{name}' does not exist", code="unknown_profile",
             profile=name, fields=[{"field": field, "message": f"profile '{name}' does not exist",
@@ -54,10 +57,10 @@ def _profile(row) -> dict:  # type: ignore[no-untyped-def]
             responses={201: {"model": ProfileOut, "description": "Created"}})
 async def put_profile(name: ProfileNameParam, body: ProfileIn, session: Session,
                       response: Response, caller: CallerDep) -> dict:
-    existing = await profile_repo.get_profile(session, name)
+    existing = await profile_repo.lock_profile(session, name)
     before = _versioned(existing) if existing else None
     row, created, changed = await profile_repo.put_profile(
-        session, name, description=body.description, safety=body.safety.as_dict()
+        session, existing, name, description=body.description, safety=body.safety.as_dict()
     )
     if changed:
         await audit_change(session, caller, resource="profile", name=name,
@@ -94,7 +97,7 @@ async def list_profile_versions(name: ProfileNameParam, session: Session) -> dic
 @router.delete("/profiles/{name}", status_code=204)
 async def delete_profile(name: ProfileNameParam, session: Session,
                          caller: CallerDep) -> Response:
-    row = await profile_repo.get_profile(session, name)
+    row = await profile_repo.lock_profile(session, name)
     if row is None:
         raise NotFound(f"profile '{name}' does not exist", profile=name)
     refs = await profile_repo.profile_references(session, name)
@@ -127,9 +130,9 @@ async def get_config(session: Session) -> dict:
 @router.put("/config", response_model=ConfigOut)
 async def put_config(body: ProfileChoice, session: Session, caller: CallerDep) -> dict:
     await require_profile(session, body.automation_profile, "automation_profile")
-    existing = await profile_repo.get_config(session)
+    existing = await profile_repo.lock_config(session)
     before = existing.automation_profile if existing else None
-    row = await profile_repo.put_config(session, body.automation_profile)
+    row = await profile_repo.put_config(session, existing, body.automation_profile)
     if existing is None or before != row.automation_profile:
         await audit_change(session, caller, resource="config", name=None, operation="update",
                            before={"automation_profile": before},
@@ -147,9 +150,10 @@ def _project(row) -> dict:  # type: ignore[no-untyped-def]
 async def put_project(project: NameParam, body: ProfileChoice, session: Session,
                       response: Response, caller: CallerDep) -> dict:
     await require_profile(session, body.automation_profile, "automation_profile")
-    existing = await profile_repo.get_project(session, project)
+    existing = await profile_repo.lock_project(session, project)
     before = {"automation_profile": existing.automation_profile} if existing else None
-    row, created = await profile_repo.put_project(session, project, body.automation_profile)
+    row, created = await profile_repo.put_project(session, existing, project,
+                                                  body.automation_profile)
     after = {"automation_profile": row.automation_profile}
     if before != after:
         await audit_change(session, caller, resource="project", name=project, project=project,
@@ -185,10 +189,10 @@ def _action(row) -> dict:  # type: ignore[no-untyped-def]
 async def put_action(action_id: NameParam, body: ActionIn, session: Session,
                      response: Response, caller: CallerDep) -> dict:
     await require_profile(session, body.automation_profile, "automation_profile")
-    existing = await profile_repo.get_action(session, action_id)
+    existing = await profile_repo.lock_action(session, action_id)
     before = _action_config(existing) if existing else None
     row, created = await profile_repo.put_action(
-        session, action_id, project=body.project, read_only=body.read_only,
+        session, existing, action_id, project=body.project, read_only=body.read_only,
         automation_profile=body.automation_profile,
         safety_profile=body.safety_profile.as_dict() if body.safety_profile else None,
     )

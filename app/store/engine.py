@@ -50,6 +50,16 @@ def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker:
     return async_sessionmaker(engine, expire_on_commit=False)
 
 
+async def get_locked(session, model, key):  # type: ignore[no-untyped-def]
+    """The row as it is now (None when there is none), locked FOR UPDATE until the
+    transaction ends: what a read-modify-write must start from, and what its audit record's
+    `before` must show. `populate_existing`: a row this session read earlier (before the
+    lock was granted) would otherwise come back as that stale copy, not as the row the
+    lock protects: on Postgres concurrent identical PUTs then each saw the old content and
+    each made a new version (issue 22 item 5)."""
+    return await session.get(model, key, with_for_update=True, populate_existing=True)
+
+
 async def lock_key(session, key: str) -> None:  # type: ignore[no-untyped-def]
     """Serialise writers of one resource for the rest of the transaction. On Postgres a
     transaction-level advisory lock (a row that does not exist yet cannot be locked FOR
