@@ -38,6 +38,9 @@ def test_offline_verify_finds_altered_removed_reordered(tmp_path):
     r = _run("audit", "verify", "--file", str(good))
     assert r.returncode == 0, r.stderr
     assert orjson.loads(r.stdout)["checked"] == 6
+    assert orjson.loads(r.stdout)["range"] == {
+        "first_seq": 1, "first_decision_id": "d1", "last_seq": 6, "last_decision_id": "d6",
+        "count": 6, "anchor": "genesis"}
 
     altered = [dict(x) for x in records]
     altered[2]["allowed"] = not altered[2]["allowed"]
@@ -55,6 +58,37 @@ def test_offline_verify_finds_altered_removed_reordered(tmp_path):
     _write(truncated, records[:5])
     r = _run("audit", "verify", "--file", str(truncated), "--head", records[-1]["hash"])
     assert r.returncode == 1 and "missing at the end" in r.stdout
+
+
+def test_offline_verify_refuses_a_file_cut_at_the_start_or_empty(tmp_path):
+    """Issue 22 item 6: `tail -n +3 export.jsonl` and an empty file were "ok". A file must
+    start at the chain's first record (or at a prune anchor it names) unless --partial."""
+    records = _chain(6)
+    cut = tmp_path / "cut.jsonl"
+    _write(cut, records[2:])
+    r = _run("audit", "verify", "--file", str(cut))
+    assert r.returncode == 1, r.stdout
+    out = orjson.loads(r.stdout)
+    assert out["ok"] is False and out["first_bad"]["seq"] == 3
+    assert "older records may have been removed" in out["first_bad"]["reason"]
+    r = _run("audit", "verify", "--file", str(cut), "--partial")
+    assert r.returncode == 0, r.stdout
+    assert orjson.loads(r.stdout)["range"] == {
+        "first_seq": 3, "first_decision_id": "d3", "last_seq": 6, "last_decision_id": "d6",
+        "count": 4, "anchor": "none"}
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"\n")
+    for extra in ([], ["--partial"]):
+        r = _run("audit", "verify", "--file", str(empty), *extra)
+        assert r.returncode == 1, (extra, r.stdout)
+        assert orjson.loads(r.stdout)["range"] is None
+        assert "no records" in orjson.loads(r.stdout)["first_bad"]["reason"]
+
+    not_records = tmp_path / "array.jsonl"
+    not_records.write_bytes(b"[1, 2]\n")
+    r = _run("audit", "verify", "--file", str(not_records))
+    assert r.returncode == 1 and "line 1 is not a JSON record" in r.stdout
 
 
 def test_migrate_and_serve_refuses_a_postgres_schema_behind(database_url, tmp_path):
