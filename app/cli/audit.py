@@ -138,7 +138,7 @@ def prune(
                       abort=True)
 
     async def run() -> dict:
-        engine = make_engine(settings)
+        engine = make_engine(settings, long_statements=True)
         try:
             return await prune_log(make_sessionmaker(engine), cut)
         finally:

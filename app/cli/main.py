@@ -109,7 +109,8 @@ def _shared_writer(settings: Settings, workers: int) -> Iterator[None]:
     writer = start_shared_writer(
         settings.database_url, max_batch=settings.decision_log_max_batch,
         timeout=settings.decision_log_timeout_seconds,
-        sqlite_synchronous=settings.sqlite_synchronous, socket_path=socket_path)
+        sqlite_synchronous=settings.sqlite_synchronous, socket_path=socket_path,
+        db_timeout=settings.db_timeout_seconds)
     os.environ[WRITER_SOCKET_ENV] = socket_path  # the workers inherit it
     try:
         yield

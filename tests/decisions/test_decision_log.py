@@ -397,7 +397,17 @@ async def test_a_decision_not_committed_in_time_is_refused(client, settings):
         async with httpx.AsyncClient(transport=transport, base_url="http://b",
                                      headers=dict(client.headers)) as other:
             authorize = {"plan_id": "p-1", "tool": READER}
-            assert (await other.post("/v1/authorize-tool", json=authorize)).status_code == 200
+
+            async def recorded() -> httpx.Response:
+                # The writer's first commit (its start, imports, connection), or its first
+                # after a stop, may take longer than 0.3 s on a loaded machine.
+                for _ in range(100):
+                    answer = await other.post("/v1/authorize-tool", json=authorize)
+                    if answer.status_code == 200:
+                        return answer
+                raise AssertionError(f"no decision recorded: {answer.text}")
+
+            await recorded()
             pid = app.state.decision_log._process.pid
             os.kill(pid, signal.SIGSTOP)
             try:
@@ -406,8 +416,7 @@ async def test_a_decision_not_committed_in_time_is_refused(client, settings):
                 assert "not recorded within 0.3s" in r.json()["error"]["message"]
             finally:
                 os.kill(pid, signal.SIGCONT)
-            r = await other.post("/v1/authorize-tool", json=authorize)
-            assert r.status_code == 200 and r.json()["allowed"] is True
+            assert (await recorded()).json()["allowed"] is True
 
 
 async def test_a_decision_is_recorded_at_the_time_it_was_made(client):
