@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
 
 from app.decisions.chain import GENESIS, record_hash
 
@@ -106,6 +107,48 @@ def test_migrate_and_serve_refuses_a_postgres_schema_behind(database_url, tmp_pa
     r = _run("migrate", env={"TOOLGATE_DATABASE_URL": database_url})
     assert r.returncode == 0
     assert migrate.current(database_url) == migrate.head(database_url)
+
+
+def test_serve_on_sqlite_refuses_a_schema_ahead_not_marked_for_it(tmp_path):
+    """A rollback on one host: the newer release migrated the file; this one must not try
+    to migrate it (it cannot: it does not know the revision) and says why it stops."""
+    from alembic import command
+
+    from app.store import migrate
+    from tests.store.test_migrations import _future_release
+
+    url = f"sqlite+aiosqlite:///{tmp_path}/x.db"
+    command.upgrade(_future_release(tmp_path, url, ("f001", False)), "head")
+    r = _run("serve", "--port", "1", env={"TOOLGATE_DATABASE_URL": url})
+    assert r.returncode == 2, r.stderr
+    assert "ahead of this release" in r.stderr and "f001" in r.stderr
+    assert migrate.current(url) == "f001"
+
+
+@pytest.mark.slow
+def test_serve_starts_on_a_schema_ahead_marked_as_served_by_it(database_url, tmp_path):
+    """Issue 22 item 12: a restart (or scale-up, or rollback) during a rolling upgrade. The
+    next release's expand-only migration has run; this release starts, is ready, decides."""
+    import httpx
+    from alembic import command
+
+    from app.store import migrate
+    from tests.serving import serve, stop
+    from tests.store.test_migrations import _future_release
+
+    command.upgrade(_future_release(tmp_path, database_url, ("f001", True)), "head")
+    proc, url = serve({"TOOLGATE_DATABASE_URL": database_url,
+                       "TOOLGATE_ADMIN_TOKEN": "rolling"}, tmp_path / "serve.log")
+    try:
+        r = httpx.post(f"{url}/v1/authorize-tool", headers={"Authorization": "Bearer rolling"},
+                       json={"tool": {"name": "t", "capability": {
+                           "writes": False, "checkpointable": True, "unsafe": False}}},
+                       timeout=30)
+        assert r.status_code == 200 and r.json()["allowed"] is True, r.text
+    finally:
+        stop(proc)
+    assert "ahead of this release" in (tmp_path / "serve.log").read_text()
+    assert migrate.current(database_url) == "f001"
 
 
 def test_a_bad_setting_stops_serve_naming_the_variable(tmp_path):
