@@ -64,6 +64,10 @@ class Settings(BaseSettings):
     plan_cache_size: int = Field(default=100_000, ge=0)
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     db_pool_size: int = Field(default=10, ge=1)
+    # The longest any database call waits (a pooled connection, a new connection, a
+    # statement with its lock waits; SQLite's busy timeout): past it the request gets 503
+    # storage_unavailable instead of hanging on a database that does not answer.
+    db_timeout_seconds: float = Field(default=5.0, gt=0, le=3600)
     # POST /v1/authorize-tool served as plain ASGI (app/authorize/hotpath.py); false routes
     # it through FastAPI like every other route (same answers, about 3x slower).
     fast_path: bool = True

@@ -56,13 +56,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                         sqlite_synchronous=settings.sqlite_synchronous,
                         socket=os.environ.get(WRITER_SOCKET_ENV),
                         writer=settings.decision_log_writer,
+                        db_timeout=settings.db_timeout_seconds,
                         nice=settings.decision_log_writer_nice)
             if settings.decision_log_enabled else None
         )
         if decision_log is not None:
             await decision_log.start()
         key_cache = KeyCache(ttl=settings.key_cache_ttl_seconds)
-        notifier = Notifier(settings.database_url)
+        notifier = Notifier(settings.database_url, timeout=settings.db_timeout_seconds)
         notifier.subscribe(KEYS_CHANNEL, key_cache.clear)
         registry = RegistryCache(ttl=settings.registry_ttl_seconds)
         notifier.subscribe(REGISTRY_CHANNEL, registry.invalidate)

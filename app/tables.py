@@ -6,6 +6,7 @@ from app.decisions import tables as decision_tables  # noqa: F401
 from app.plans import tables as plan_tables  # noqa: F401
 from app.profiles import tables as profile_tables  # noqa: F401
 from app.registry import tables as registry_tables  # noqa: F401
+from app.store import tables as store_tables  # noqa: F401
 from app.store.base import metadata
 
 __all__ = ["metadata"]

@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.config import Settings
+from app.store.migrate import mark_statement
 from app.tables import metadata
 
 config = context.config
@@ -28,12 +29,23 @@ def _url() -> str:
     return config.get_main_option("sqlalchemy.url") or Settings().database_url
 
 
+def _mark_serving(ctx, step, heads, run_args) -> None:  # type: ignore[no-untyped-def]
+    """After each migration, in its transaction: who may serve the schema it leaves (the
+    toolgate_schema row; app/store/migrate.py). Written here, not by each migration, so
+    that no migration can forget it; each migration module declares backward_compatible."""
+    (revision,) = heads or (None,)
+    statement = mark_statement(context.script, revision)
+    if statement is not None:
+        ctx.execute(statement)
+
+
 def _configure(connection: Connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        on_version_apply=_mark_serving,
     )
 
 
@@ -51,7 +63,8 @@ async def _run_async() -> None:
 
 
 def run_migrations_offline() -> None:
-    context.configure(url=_url(), target_metadata=target_metadata, literal_binds=True)
+    context.configure(url=_url(), target_metadata=target_metadata, literal_binds=True,
+                      on_version_apply=_mark_serving)
     with context.begin_transaction():
         context.run_migrations()
 

@@ -17,6 +17,10 @@ down_revision = ${repr(down_revision)}
 branch_labels = ${repr(branch_labels)}
 depends_on = ${repr(depends_on)}
 
+# True: expand only (the previous release serves the schema this leaves); False: it
+# contracts or changes what older code reads. Required: docs/deployment.md, "Upgrades".
+backward_compatible = None
+
 
 def upgrade() -> None:
     ${upgrades if upgrades else "pass"}

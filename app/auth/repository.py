@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.tables import ApiKey
 from app.store.base import utcnow
+from app.store.engine import get_locked
 
 # LISTEN/NOTIFY channel: a message means "a key changed, drop cached keys" (app/kit/notify.py).
 KEYS_CHANNEL = "toolgate_keys"
@@ -20,6 +21,12 @@ async def get_by_hash(session: AsyncSession, key_hash: str) -> ApiKey | None:
 
 async def get(session: AsyncSession, key_id: str) -> ApiKey | None:
     return await session.get(ApiKey, key_id)
+
+
+async def lock(session: AsyncSession, key_id: str) -> ApiKey | None:
+    """The key as it is now, locked until the transaction ends (what a revocation starts
+    from: two revocations at once then record one change, not two)."""
+    return await get_locked(session, ApiKey, key_id)
 
 
 async def list_keys(session: AsyncSession) -> list[ApiKey]:

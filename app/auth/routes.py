@@ -62,7 +62,7 @@ async def list_keys(session: Session) -> dict:
                summary="Revoke a key: refused at once by every process (docs/auth.md)")
 async def revoke_key(key_id: NameParam, session: Session, key_cache: KeyCacheDep,
                      caller: CallerDep) -> Response:
-    row = await repo.get(session, key_id)
+    row = await repo.lock(session, key_id)
     if row is None:
         raise NotFound(f"key '{key_id}' does not exist", key_id=key_id)
     if row.revoked_at is None:

@@ -63,23 +63,31 @@ def verify(
     = None,
     head: Annotated[str | None, typer.Option(help="Expected hash of the newest record (kept "
                                              "elsewhere), to detect truncation")] = None,
+    partial: Annotated[bool, typer.Option(
+        "--partial", help="The file is a part of the log (an export of a time range): accept "
+        "it starting anywhere, its first record's seq and prev_hash trusted")] = False,
     since: Annotated[str | None, typer.Option(help="RFC 3339 start (online only)")] = None,
     until: Annotated[str | None, typer.Option(help="RFC 3339 end (online only)")] = None,
     url: Url = DEFAULT_URL,
     token: Token = None,
 ) -> None:
     """Check the hash chain: offline on an export file (--file), else on the service.
-    Exit 0 when intact, 1 when a record was altered, removed or reordered."""
+    Prints what was proved ("range": first and last record, count, anchor). Exit 0 when
+    intact, 1 when a record was altered, removed or reordered, or the file is empty or
+    starts neither at the chain's first record nor at a prune anchor (unless --partial)."""
     import orjson
 
     from app.cli.http import call
     from app.decisions.chain import Verifier
 
     if file is None:
+        if partial:
+            raise fail("--partial goes with --file (the service checks a range anchored on "
+                       "its stored records)")
         params = {k: v for k, v in {"since": since, "until": until}.items() if v}
         result = call("GET", url, "/v1/audit/verify", token=token, params=params)
     else:
-        verifier = Verifier()
+        verifier = Verifier(partial=partial)
         try:
             with open(file, "rb") as handle:
                 for number, line in enumerate(handle, start=1):
@@ -88,8 +96,10 @@ def verify(
                     try:
                         record = orjson.loads(line)
                     except orjson.JSONDecodeError:
-                        verifier.first_bad = {"seq": None, "decision_id": None,
-                                              "reason": f"line {number} is not JSON"}
+                        record = None
+                    if not isinstance(record, dict):
+                        verifier.first_bad = {"seq": None, "decision_id": None, "line": number,
+                                              "reason": f"line {number} is not a JSON record"}
                         break
                     if not verifier.feed(record):
                         verifier.first_bad["line"] = number
@@ -128,7 +138,7 @@ def prune(
                       abort=True)
 
     async def run() -> dict:
-        engine = make_engine(settings)
+        engine = make_engine(settings, long_statements=True)
         try:
             return await prune_log(make_sessionmaker(engine), cut)
         finally:

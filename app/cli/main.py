@@ -40,28 +40,27 @@ def serve(
     workers: Annotated[int | None, typer.Option(help="Worker processes [TOOLGATE_WORKERS]")] = None,
 ) -> None:
     """Serve the API. On the SQLite default the schema is migrated first; on PostgreSQL the
-    schema must already be at head (run `toolgate migrate`)."""
+    schema must already be at head (run `toolgate migrate`), or ahead of it by migrations
+    marked as served by this release (a rolling upgrade: docs/deployment.md)."""
     import uvicorn
 
     from app.store import migrate as migrations
 
     settings = settings_or_exit()
-    if settings.is_sqlite:
+    try:
+        verdict = migrations.verdict(settings.database_url)
+    except Exception as exc:  # unreachable database: say so plainly, do not start
+        typer.echo(f"toolgate: cannot reach the database: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if settings.is_sqlite and not verdict.ahead:
         migrations.upgrade(settings.database_url)
+    elif not verdict.serves:
+        typer.echo(f"toolgate: {verdict.message}", err=True)
+        raise typer.Exit(2)
+    elif verdict.ahead:
+        typer.echo(f"toolgate: {verdict.message}", err=True)
+    if settings.is_sqlite:
         _bootstrap_admin_key(settings)
-    else:
-        try:
-            current = migrations.current(settings.database_url)
-        except Exception as exc:  # unreachable database: say so plainly, do not start
-            typer.echo(f"toolgate: cannot reach the database: {exc}", err=True)
-            raise typer.Exit(2) from None
-        expected = migrations.head(settings.database_url)
-        if current != expected:
-            typer.echo(
-                f"toolgate: database schema is at {current or 'nothing'}, expected {expected}; "
-                "run `toolgate migrate` first", err=True,
-            )
-            raise typer.Exit(2)
     workers = workers or settings.workers
     with _shared_writer(settings, workers):
         uvicorn.run(
@@ -109,7 +108,8 @@ def _shared_writer(settings: Settings, workers: int) -> Iterator[None]:
     writer = start_shared_writer(
         settings.database_url, max_batch=settings.decision_log_max_batch,
         timeout=settings.decision_log_timeout_seconds,
-        sqlite_synchronous=settings.sqlite_synchronous, socket_path=socket_path)
+        sqlite_synchronous=settings.sqlite_synchronous, socket_path=socket_path,
+        db_timeout=settings.db_timeout_seconds)
     os.environ[WRITER_SOCKET_ENV] = socket_path  # the workers inherit it
     try:
         yield

@@ -139,32 +139,77 @@ def chain_rows(records: list[dict[str, Any]], seq: int, prev: str,
     return [dict(zip(COLUMNS, row, strict=True)) for row in rows], seq, prev
 
 
+# Where a verified run of records starts (VerifyResult.anchor).
+GENESIS_ANCHOR = "genesis"  # the chain's first record (seq 1, prev_hash GENESIS)
+PRUNE_ANCHOR = "prune"  # the record just after a prune's anchor (chain_head, or a prune
+#                         record in the same export naming it)
+RECORD_ANCHOR = "previous_record"  # online, a time range: the stored record before it
+NO_ANCHOR = "none"  # a partial check: the first record's seq and prev_hash were trusted
+
+
 @dataclass
 class VerifyResult:
     ok: bool
     checked: int
     first_bad: dict[str, Any] | None
     head: str | None
+    anchor: str | None = None
+    first: dict[str, Any] | None = None  # {"seq", "decision_id"} of the first record proved
+    last: dict[str, Any] | None = None  # ... and of the last
 
     def as_dict(self) -> dict[str, Any]:
+        """`range` says what was proved: the first and last record checked and how the
+        first one is anchored (None when nothing was checked)."""
+        proved = None if self.first is None else {
+            "first_seq": self.first["seq"], "first_decision_id": self.first["decision_id"],
+            "last_seq": self.last["seq"] if self.last else None,
+            "last_decision_id": self.last["decision_id"] if self.last else None,
+            "count": self.checked, "anchor": self.anchor}
         return {"ok": self.ok, "checked": self.checked, "first_bad": self.first_bad,
-                "head": self.head}
+                "head": self.head, "range": proved}
+
+
+def _prune_anchor(record: dict[str, Any]) -> tuple[int, str] | None:
+    """The (seq, hash) a prune record names as the chain's new anchor (app/decisions/prune.py
+    records it in the log, after the records it removed), else None."""
+    detail = record.get("detail")
+    if record.get("kind") != "config" or not isinstance(detail, dict) \
+            or detail.get("resource") != "audit_log" or detail.get("operation") != "prune":
+        return None
+    after = detail.get("after")
+    if not isinstance(after, dict):
+        return None
+    seq, digest = after.get("anchor_seq"), after.get("anchor_hash")
+    return (seq, digest) if isinstance(seq, int) and isinstance(digest, str) else None
 
 
 class Verifier:
     """Feed records in seq order; the first altered, removed or reordered one is reported.
 
     `anchor` is (seq, hash) of the record just before the first one fed: the prune anchor,
-    the record before a time range, or (0, GENESIS) for a whole log. Without an anchor the
-    first record's own seq and prev_hash are trusted (an export that starts mid-log).
+    the record before a time range, or (0, GENESIS) for a whole log; `anchor_kind` says
+    which (reported in the result's range). Without an anchor (an export checked offline)
+    the first record must be the chain's first (seq 1 after GENESIS) or follow an anchor
+    that a prune record among the records fed names: a file with its oldest records cut
+    off is refused, and so is a file with no records. `partial=True` accepts any start (an
+    export of a time range), trusting the first record's seq and prev_hash, and says so
+    (anchor "none").
     """
 
-    def __init__(self, anchor: tuple[int, str] | None = None) -> None:
+    def __init__(self, anchor: tuple[int, str] | None = None, *,
+                 anchor_kind: str | None = None, partial: bool = False) -> None:
         self.checked = 0
         self.first_bad: dict[str, Any] | None = None
         self.head: str | None = anchor[1] if anchor else None
         self._seq = anchor[0] + 1 if anchor else None
         self._prev = anchor[1] if anchor else None
+        self._anchored = anchor is not None
+        self.anchor_kind = anchor_kind if anchor is not None else None
+        self.partial = partial
+        self.first: dict[str, Any] | None = None
+        self.last: dict[str, Any] | None = None
+        self._claimed: tuple[int, str] | None = None  # an unanchored file's start
+        self._prunes: set[tuple[int, str]] = set()
 
     def feed(self, record: dict[str, Any]) -> bool:
         """Returns False once a bad record was found (stop feeding)."""
@@ -180,17 +225,51 @@ class Verifier:
                        f"({'records removed' if gap else 'records reordered'})")
         elif self._prev is not None and record.get("prev_hash") != self._prev:
             problem = "prev_hash is not the previous record's hash (removed or reordered)"
+        elif not isinstance(seq, int):
+            problem = f"seq is not an integer: {seq!r}"
         if problem:
             self.first_bad = {"seq": seq, "decision_id": record.get("decision_id"),
                               "reason": problem}
             return False
+        mark = {"seq": seq, "decision_id": record.get("decision_id")}
+        if self.first is None:
+            self.first = mark
+            if not self._anchored:
+                self._claimed = (seq - 1, record.get("prev_hash"))  # type: ignore[assignment]
+        self.last = mark
+        if not self._anchored and (named := _prune_anchor(record)) is not None:
+            self._prunes.add(named)
         self.checked += 1
         self.head = self._prev = record["hash"]
         self._seq = seq + 1
         return True
 
+    def _start(self) -> tuple[str | None, str | None]:
+        """How the first record is anchored, or why it is not (when it must be)."""
+        if self._anchored:
+            return self.anchor_kind, None
+        if self._claimed is None:
+            return None, "no records: nothing was verified"
+        if self._claimed == (0, GENESIS):
+            return GENESIS_ANCHOR, None
+        if self._claimed in self._prunes:
+            return PRUNE_ANCHOR, None
+        if self.partial:
+            return NO_ANCHOR, None
+        return None, (f"the records start at seq {self._claimed[0] + 1}, neither the chain's "
+                      "first record nor a prune anchor named in them: older records may have "
+                      "been removed (check a part of the log with --partial)")
+
     def result(self) -> VerifyResult:
-        return VerifyResult(self.first_bad is None, self.checked, self.first_bad, self.head)
+        anchor, refused = self._start()
+        result = VerifyResult(self.first_bad is None, self.checked, self.first_bad, self.head,
+                              anchor, self.first, self.last)
+        if result.ok and refused is not None:
+            result.ok = False
+            result.first_bad = {"seq": self.first["seq"] if self.first else None,
+                                "decision_id": self.first["decision_id"] if self.first
+                                else None, "reason": refused}
+        return result
 
 
 def _content_problem(record: dict[str, Any]) -> str | None:
@@ -205,9 +284,9 @@ def _content_problem(record: dict[str, Any]) -> str | None:
     return "hash does not match the record's content (altered)"
 
 
-def verify(records: Iterable[dict[str, Any]],
-           *, anchor: tuple[int, str] | None = None) -> VerifyResult:
-    verifier = Verifier(anchor)
+def verify(records: Iterable[dict[str, Any]], *, anchor: tuple[int, str] | None = None,
+           anchor_kind: str | None = None, partial: bool = False) -> VerifyResult:
+    verifier = Verifier(anchor, anchor_kind=anchor_kind, partial=partial)
     for record in records:
         if not verifier.feed(record):
             break

@@ -84,9 +84,10 @@ class DecisionLog:
 
     def __init__(self, database_url: str, *, max_batch: int = 512, timeout: float = 5.0,
                  sqlite_synchronous: str = "FULL", socket: str | None = None,
-                 writer: str = "auto", nice: int = 0) -> None:
+                 writer: str = "auto", nice: int = 0, db_timeout: float | None = None
+                 ) -> None:
         config = writer_config(database_url, max_batch=max_batch, timeout=timeout,
-                               sqlite_synchronous=sqlite_synchronous)
+                               sqlite_synchronous=sqlite_synchronous, db_timeout=db_timeout)
         # A writer process of this worker's own runs `nice` steps below it: it has the
         # spare CPU (a third of a core at the worker's full rate), and at the same priority
         # its wake-up at every frame took the worker's core mid-request (docs/performance.md).

@@ -11,7 +11,14 @@ import orjson
 from sqlalchemy import Select, case, func, literal_column, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.decisions.chain import Unreadable, Verifier, VerifyResult
+from app.decisions.chain import (
+    GENESIS_ANCHOR,
+    PRUNE_ANCHOR,
+    RECORD_ANCHOR,
+    Unreadable,
+    Verifier,
+    VerifyResult,
+)
 from app.decisions.records import iso
 from app.decisions.tables import RARE_KINDS, ChainHead, LogRecord
 
@@ -200,7 +207,9 @@ async def verify(sessions: async_sessionmaker, since: datetime | None,
         # reaches the present) just past the head; the whole log starts after the prune.
         start = bounds[0] if bounds else (head.seq + 1 if since else head.pruned_seq + 1)
         anchor: tuple[int, str] = (head.pruned_seq, head.pruned_hash)
+        kind = PRUNE_ANCHOR if head.pruned_seq else GENESIS_ANCHOR
         if start - 1 > head.pruned_seq:
+            kind = RECORD_ANCHOR
             before = await session.scalar(
                 select(LogRecord.hash).where(LogRecord.seq == start - 1))
             # The record before the range is gone (removed): the range starts unanchored
@@ -210,8 +219,8 @@ async def verify(sessions: async_sessionmaker, since: datetime | None,
     # from the newest end are found (the head no longer matches the last record).
     to_head = until is None or until >= datetime.now(UTC)
     if bounds is None and not to_head:
-        return VerifyResult(True, 0, None, head.hash)
-    verifier = Verifier(anchor)
+        return VerifyResult(True, 0, None, head.hash, kind)
+    verifier = Verifier(anchor, anchor_kind=kind)
     # Walk by seq from the anchor, so a removed record shows up as a gap.
     cursor = anchor[0]
     last = head.seq if to_head else bounds[1]

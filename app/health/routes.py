@@ -7,6 +7,7 @@ from sqlalchemy import text
 
 from app.kit.handlers import envelope
 from app.kit.openapi import errors
+from app.store.migrate import schema_verdict
 
 router = APIRouter(tags=["health"])
 
@@ -30,12 +31,20 @@ async def readyz(request: Request) -> Response:
     try:
         async with state.engine.connect() as conn:
             current = await conn.scalar(text("SELECT version_num FROM alembic_version"))
+            oldest = None
+            if current is not None and current != state.schema_head \
+                    and current not in state.known_revisions:
+                # Ahead of this code: served only when the migrations past its head are
+                # marked as served by it (app/store/migrate.py, docs/deployment.md).
+                oldest = await conn.scalar(
+                    text("SELECT oldest_revision FROM toolgate_schema WHERE id = 1"))
     except Exception as exc:  # any failure to reach the database means not ready
         return envelope(503, "not_ready", f"database unreachable: {type(exc).__name__}")
-    if current != state.schema_head and (current is None or current in state.known_revisions):
-        # Behind this code's head: the tables it needs may be missing. A schema *ahead* of
-        # the code (a revision this code does not know) is an upgrade in progress: serve.
-        return envelope(503, "not_ready",
-                        f"schema at {current}, expected {state.schema_head}: run toolgate migrate",
-                        {"current": current, "head": state.schema_head})
+    verdict = schema_verdict(current, oldest, head=state.schema_head,
+                             known=state.known_revisions)
+    if not verdict.serves:
+        # Behind: the tables this code needs may be missing. Ahead and not marked for this
+        # release: a contracting migration ran, and what this code reads may be gone.
+        return envelope(503, "not_ready", verdict.message,
+                        {"current": current, "head": state.schema_head, "oldest": oldest})
     return Response(b'{"status":"ready"}', media_type="application/json")

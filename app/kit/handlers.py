@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import ValidationError
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
 
@@ -95,7 +96,10 @@ def render(exc: Exception, *, method: str = "", path: str = "") -> Response:
         # a conflict the caller can retry, not an outage.
         log.info("integrity conflict: %s", exc)
         return envelope(409, "conflict", "a concurrent change conflicted with this one; retry")
-    if isinstance(exc, OperationalError | DBAPIError | OSError):
+    # OSError includes TimeoutError: a statement the server did not answer in time, or a
+    # connection that could not be made (TOOLGATE_DB_TIMEOUT_SECONDS); PoolTimeout is no
+    # free pooled connection within that bound.
+    if isinstance(exc, OperationalError | DBAPIError | OSError | PoolTimeout):
         log.warning("storage unavailable: %s", exc)
         return envelope(503, "storage_unavailable", "the database is unavailable; try again",
                         headers={"Retry-After": "1"})
@@ -140,5 +144,5 @@ async def _handle(request: Request, exc: Exception) -> Response:
 def install(app: FastAPI) -> None:
     for kind in (RequestValidationError, ToolgateError, MissingCapability,
                  StarletteHTTPException, DataError, IntegrityError, OperationalError,
-                 DBAPIError, OSError, Exception):
+                 DBAPIError, OSError, PoolTimeout, Exception):
         app.add_exception_handler(kind, _handle)

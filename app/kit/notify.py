@@ -34,8 +34,9 @@ Callback = Callable[[str | None], None]
 
 class Notifier:
     def __init__(self, database_url: str, *, retry_seconds: float = 1.0,
-                 ping_seconds: float = 5.0) -> None:
+                 ping_seconds: float = 5.0, timeout: float = 5.0) -> None:
         self.dsn = asyncpg_dsn(database_url)
+        self.timeout = timeout  # connecting, and each ping's answer
         self.retry_seconds = retry_seconds
         self.ping_seconds = ping_seconds
         self._subscribers: dict[str, list[Callback]] = {}
@@ -94,7 +95,7 @@ class Notifier:
             await asyncio.sleep(self.retry_seconds)
 
     async def _listen_once(self) -> None:
-        conn = await asyncpg.connect(self.dsn, timeout=5)
+        conn = await asyncpg.connect(self.dsn, timeout=self.timeout)
         lost = asyncio.Event()
         conn.add_termination_listener(lambda _c: lost.set())
         try:
@@ -112,7 +113,7 @@ class Notifier:
                     break
                 # A half-open connection delivers nothing and reports nothing; a ping
                 # with a deadline finds it.
-                await conn.fetchval("SELECT 1", timeout=self.ping_seconds)
+                await conn.fetchval("SELECT 1", timeout=self.timeout)
         finally:
             self.listening.clear()
             conn.terminate()

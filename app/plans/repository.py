@@ -9,12 +9,19 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.plans.tables import Plan
 from app.store.base import utcnow
+from app.store.engine import get_locked
 
 # --- plans ------------------------------------------------------------------------------
 
 
 async def get_plan(session: AsyncSession, plan_id: str) -> Plan | None:
     return await session.get(Plan, plan_id)
+
+
+async def lock_plan(session: AsyncSession, plan_id: str) -> Plan | None:
+    """The plan as it is now, locked until the transaction ends (a state transition starts
+    from it, and audits its state as `before`)."""
+    return await get_locked(session, Plan, plan_id)
 
 
 async def insert_plan(session: AsyncSession, plan: Plan) -> None:

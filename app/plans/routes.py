@@ -135,7 +135,7 @@ async def get_plan(plan_id: NameParam, session: Session, principal: PrincipalDep
 
 async def _transition(plan_id: str, transition: str, target: str, session: Session,
                       caller: CallerDep, principal: Principal) -> dict:
-    plan = await plan_repo.get_plan(session, plan_id)
+    plan = await plan_repo.lock_plan(session, plan_id)
     if plan is None or not principal.sees(plan.project):
         raise plan_not_found(plan_id)
     refused = check_plan_transition(plan_id, read_only=plan.read_only, transition=transition)

@@ -1,5 +1,10 @@
 """Queries of profiles, the global configuration, projects and actions. Functions never
-commit; the session dependency does."""
+commit; the session dependency does.
+
+A change starts from `lock_<resource>()`: it serialises the resource's writers and returns
+the row as it is under that lock, which the caller audits as `before` and hands to
+`put_<resource>()`. A row read before the lock (unlocked) may already be stale when the lock
+is granted, and must not be what a change is decided from."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.kit.errors import InvalidInput
 from app.profiles.tables import Action, GlobalConfig, Profile, ProfileVersion, Project
 from app.store.base import utcnow
-from app.store.engine import lock_key
+from app.store.engine import get_locked, lock_key
 
 # --- profiles ---------------------------------------------------------------------------
 
@@ -25,8 +30,11 @@ async def list_profiles(session: AsyncSession) -> list[Profile]:
 
 
 async def require_profile(session: AsyncSession, name: str | None, field: str) -> None:
-    """A named profile must exist: 422 `unknown_profile` naming `field` otherwise."""
-    if name is not None and await get_profile(session, name) is None:
+    """A named profile must exist: 422 `unknown_profile` naming `field` otherwise. It stays
+    until the transaction ends: its lock is taken, so a concurrent delete (which takes it
+    too, then looks for references) either finishes first (this is then a 422) or sees the
+    reference this request makes (a 409 there)."""
+    if name is not None and await lock_profile(session, name) is None:
         raise InvalidInput(
             f"profile '{name}' does not exist", code="unknown_profile",
             profile=name, fields=[{"field": field, "message": f"profile '{name}' does not exist",
@@ -41,13 +49,20 @@ async def list_profile_versions(session: AsyncSession, name: str) -> list[Profil
     return list(rows.all())
 
 
-async def put_profile(
-    session: AsyncSession, name: str, *, description: str, safety: dict[str, Any]
-) -> tuple[Profile, bool, bool]:
-    """Create or update; returns (profile, created, changed). An identical PUT changes nothing."""
-    now = utcnow()
+async def lock_profile(session: AsyncSession, name: str) -> Profile | None:
+    """The profile as it is now, its writers serialised until the transaction ends (a
+    profile that does not exist yet has no row to lock FOR UPDATE: the key lock covers it)."""
     await lock_key(session, f"profile:{name}")
-    profile = await session.get(Profile, name, with_for_update=True)
+    return await get_locked(session, Profile, name)
+
+
+async def put_profile(
+    session: AsyncSession, profile: Profile | None, name: str, *, description: str,
+    safety: dict[str, Any],
+) -> tuple[Profile, bool, bool]:
+    """Create or update `profile` (what lock_profile returned); returns (profile, created,
+    changed). An identical PUT changes nothing and makes no version."""
+    now = utcnow()
     if profile is not None and profile.description == description and profile.safety == safety:
         return profile, False, False
     # Versions continue after a delete and re-create, so (name, version) is never reused.
@@ -103,9 +118,14 @@ async def get_config(session: AsyncSession) -> GlobalConfig | None:
     return await session.get(GlobalConfig, 1)
 
 
-async def put_config(session: AsyncSession, automation_profile: str | None) -> GlobalConfig:
+async def lock_config(session: AsyncSession) -> GlobalConfig | None:
     await lock_key(session, "config")
-    config = await session.get(GlobalConfig, 1, with_for_update=True)
+    return await get_locked(session, GlobalConfig, 1)
+
+
+async def put_config(session: AsyncSession, config: GlobalConfig | None,
+                     automation_profile: str | None) -> GlobalConfig:
+    """Set the global automation profile; `config` is what lock_config returned."""
     if config is None:
         config = GlobalConfig(id=1, automation_profile=automation_profile, updated_at=utcnow())
         session.add(config)
@@ -119,11 +139,15 @@ async def get_project(session: AsyncSession, project: str) -> Project | None:
     return await session.get(Project, project)
 
 
-async def put_project(
-    session: AsyncSession, project: str, automation_profile: str | None
-) -> tuple[Project, bool]:
+async def lock_project(session: AsyncSession, project: str) -> Project | None:
     await lock_key(session, f"project:{project}")
-    row = await session.get(Project, project, with_for_update=True)
+    return await get_locked(session, Project, project)
+
+
+async def put_project(
+    session: AsyncSession, row: Project | None, project: str, automation_profile: str | None
+) -> tuple[Project, bool]:
+    """Create or update; `row` is what lock_project returned."""
     now = utcnow()
     if row is None:
         row = Project(project=project, automation_profile=automation_profile,
@@ -162,8 +186,14 @@ async def get_action(session: AsyncSession, action_id: str) -> Action | None:
     return await session.get(Action, action_id)
 
 
+async def lock_action(session: AsyncSession, action_id: str) -> Action | None:
+    await lock_key(session, f"action:{action_id}")
+    return await get_locked(session, Action, action_id)
+
+
 async def put_action(
     session: AsyncSession,
+    row: Action | None,
     action_id: str,
     *,
     project: str | None,
@@ -171,8 +201,7 @@ async def put_action(
     automation_profile: str | None,
     safety_profile: dict[str, Any] | None,
 ) -> tuple[Action, bool]:
-    await lock_key(session, f"action:{action_id}")
-    row = await session.get(Action, action_id, with_for_update=True)
+    """Create or update; `row` is what lock_action returned."""
     now = utcnow()
     values = {
         "project": project, "read_only": read_only,

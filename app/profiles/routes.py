@@ -46,10 +46,10 @@ def _profile(row) -> dict:  # type: ignore[no-untyped-def]
             responses={201: {"model": ProfileOut, "description": "Created"}, **errors(409)})
 async def put_profile(name: ProfileNameParam, body: ProfileIn, session: Session,
                       response: Response, caller: CallerDep) -> dict:
-    existing = await profile_repo.get_profile(session, name)
+    existing = await profile_repo.lock_profile(session, name)
     before = _versioned(existing) if existing else None
     row, created, changed = await profile_repo.put_profile(
-        session, name, description=body.description, safety=body.safety.as_dict()
+        session, existing, name, description=body.description, safety=body.safety.as_dict()
     )
     if changed:
         await audit_change(session, caller, resource="profile", name=name,
@@ -91,7 +91,7 @@ async def list_profile_versions(name: ProfileNameParam, session: Session) -> dic
                    "(code profile_in_use, naming them)"))
 async def delete_profile(name: ProfileNameParam, session: Session,
                          caller: CallerDep) -> Response:
-    row = await profile_repo.get_profile(session, name)
+    row = await profile_repo.lock_profile(session, name)
     if row is None:
         raise NotFound(f"profile '{name}' does not exist", profile=name)
     refs = await profile_repo.profile_references(session, name)
@@ -128,9 +128,9 @@ async def get_config(session: Session) -> dict:
 @router.put("/config", response_model=ConfigOut, responses=errors(409))
 async def put_config(body: ProfileChoice, session: Session, caller: CallerDep) -> dict:
     await profile_repo.require_profile(session, body.automation_profile, "automation_profile")
-    existing = await profile_repo.get_config(session)
+    existing = await profile_repo.lock_config(session)
     before = existing.automation_profile if existing else None
-    row = await profile_repo.put_config(session, body.automation_profile)
+    row = await profile_repo.put_config(session, existing, body.automation_profile)
     if existing is None or before != row.automation_profile:
         await audit_change(session, caller, resource="config", name=None, operation="update",
                            before={"automation_profile": before},
@@ -149,9 +149,10 @@ def _project(row) -> dict:  # type: ignore[no-untyped-def]
 async def put_project(project: NameParam, body: ProfileChoice, session: Session,
                       response: Response, caller: CallerDep) -> dict:
     await profile_repo.require_profile(session, body.automation_profile, "automation_profile")
-    existing = await profile_repo.get_project(session, project)
+    existing = await profile_repo.lock_project(session, project)
     before = {"automation_profile": existing.automation_profile} if existing else None
-    row, created = await profile_repo.put_project(session, project, body.automation_profile)
+    row, created = await profile_repo.put_project(session, existing, project,
+                                                  body.automation_profile)
     after = {"automation_profile": row.automation_profile}
     if before != after:
         await audit_change(session, caller, resource="project", name=project, project=project,
@@ -187,10 +188,10 @@ def _action(row) -> dict:  # type: ignore[no-untyped-def]
 async def put_action(action_id: NameParam, body: ActionIn, session: Session,
                      response: Response, caller: CallerDep) -> dict:
     await profile_repo.require_profile(session, body.automation_profile, "automation_profile")
-    existing = await profile_repo.get_action(session, action_id)
+    existing = await profile_repo.lock_action(session, action_id)
     before = _action_config(existing) if existing else None
     row, created = await profile_repo.put_action(
-        session, action_id, project=body.project, read_only=body.read_only,
+        session, existing, action_id, project=body.project, read_only=body.read_only,
         automation_profile=body.automation_profile,
         safety_profile=body.safety_profile.as_dict() if body.safety_profile else None,
     )

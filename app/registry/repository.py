@@ -6,6 +6,11 @@ on Postgres (row lock) and SQLite (write lock), so two racing PUTs of a new name
 both insert. A change to tools or project settings bumps `registry_state.version` in the
 same transaction, which is how every replica's RegistryCache learns of it. Project settings
 (SPEC §9: deny_unregistered_tools, approval_mode, shadow_profile) travel the same way.
+
+A change starts from `lock_tool()` / `lock_skill()` (or, for project settings,
+`put_project_settings`, which locks before it reads): the registry lock, then the row as
+it is under it, which the caller audits as `before`. A row read before the lock may be
+stale by the time it is granted.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.registry.tables import ProjectSettings, RegistryState, RegistryTool, Skill
 from app.store.base import utcnow
+from app.store.engine import get_locked
 
 # --- the registry version ---------------------------------------------------------------
 
@@ -82,8 +88,14 @@ async def list_tools(session: AsyncSession) -> list[RegistryTool]:
     return list((await session.scalars(select(RegistryTool).order_by(RegistryTool.name))).all())
 
 
+async def lock_tool(session: AsyncSession, name: str) -> RegistryTool | None:
+    await lock_registry(session)
+    return await get_locked(session, RegistryTool, name)
+
+
 async def put_tool(
     session: AsyncSession,
+    row: RegistryTool | None,
     name: str,
     *,
     writes: bool,
@@ -94,15 +106,13 @@ async def put_tool(
     skill_category: str | None,
     path_args: list[str],
 ) -> tuple[RegistryTool, bool, bool]:
-    """Create or update; returns (tool, created, changed). An identical PUT changes nothing
-    and leaves the registry version alone."""
-    await lock_registry(session)
+    """Create or update `row` (what lock_tool returned); returns (tool, created, changed).
+    An identical PUT changes nothing and leaves the registry version alone."""
     values: dict[str, Any] = {
         "writes": writes, "read_only": read_only, "checkpointable": checkpointable,
         "unsafe": unsafe, "safety_category": safety_category,
         "skill_category": skill_category, "path_args": path_args,
     }
-    row = await session.get(RegistryTool, name, populate_existing=True)
     now = utcnow()
     if row is None:
         row = RegistryTool(name=name, created_at=now, updated_at=now, **values)
@@ -120,15 +130,11 @@ async def put_tool(
     return row, False, True
 
 
-async def delete_tool(session: AsyncSession, name: str) -> bool:
-    await lock_registry(session)
-    row = await session.get(RegistryTool, name, populate_existing=True)
-    if row is None:
-        return False
+async def delete_tool(session: AsyncSession, row: RegistryTool) -> None:
+    """Delete `row` (what lock_tool returned)."""
     await session.delete(row)
     await bump_registry_version(session)
     await session.flush()
-    return True
 
 
 # --- skills -----------------------------------------------------------------------------
@@ -142,13 +148,18 @@ async def list_skills(session: AsyncSession) -> list[Skill]:
     return list((await session.scalars(select(Skill).order_by(Skill.name))).all())
 
 
-async def put_skill(
-    session: AsyncSession, name: str, *, category: str | None, unsafe_phrases: list[str]
-) -> tuple[Skill, bool]:
-    """Create or update; returns (skill, created). Skills are not part of the authorize hot
-    path (screening reads them per request), so they do not bump the registry version."""
+async def lock_skill(session: AsyncSession, name: str) -> Skill | None:
     await lock_registry(session)
-    row = await session.get(Skill, name, populate_existing=True)
+    return await get_locked(session, Skill, name)
+
+
+async def put_skill(
+    session: AsyncSession, row: Skill | None, name: str, *, category: str | None,
+    unsafe_phrases: list[str],
+) -> tuple[Skill, bool]:
+    """Create or update `row` (what lock_skill returned); returns (skill, created). Skills
+    are not part of the authorize hot path (screening reads them per request), so they do
+    not bump the registry version."""
     now = utcnow()
     if row is None:
         row = Skill(name=name, category=category, unsafe_phrases=unsafe_phrases,
@@ -162,14 +173,10 @@ async def put_skill(
     return row, False
 
 
-async def delete_skill(session: AsyncSession, name: str) -> bool:
-    await lock_registry(session)
-    row = await session.get(Skill, name, populate_existing=True)
-    if row is None:
-        return False
+async def delete_skill(session: AsyncSession, row: Skill) -> None:
+    """Delete `row` (what lock_skill returned)."""
     await session.delete(row)
     await session.flush()
-    return True
 
 
 # --- per-project settings (SPEC §9) --------------------------------------------------------

@@ -67,10 +67,10 @@ async def put_tool(name: NameParam, body: ToolDefIn, session: Session, registry:
     """Register or reclassify a tool; decisions on every replica use it within the
     registry's staleness bound (`registry_ttl_seconds`), on this one at once."""
     cap = body.capability
-    existing = await registry_repo.get_tool(session, name)
+    existing = await registry_repo.lock_tool(session, name)
     before = _tool_config(existing) if existing else None
     row, created, changed = await registry_repo.put_tool(
-        session, name, writes=cap.writes, read_only=cap.read_only,
+        session, existing, name, writes=cap.writes, read_only=cap.read_only,
         checkpointable=cap.checkpointable, unsafe=cap.unsafe,
         safety_category=body.safety_category, skill_category=body.skill_category,
         path_args=list(dict.fromkeys(body.path_args)),
@@ -104,10 +104,11 @@ async def get_tool(name: NameParam, session: Session) -> dict:
 @router.delete("/tools/{name}", status_code=204, responses=errors(404))
 async def delete_tool(name: NameParam, session: Session, registry: RegistryDep,
                       caller: CallerDep) -> Response:
-    existing = await registry_repo.get_tool(session, name)
-    before = _tool_config(existing) if existing else None
-    if not await registry_repo.delete_tool(session, name):
+    existing = await registry_repo.lock_tool(session, name)
+    if existing is None:
         raise NotFound(f"tool '{name}' is not in the registry", tool=name)
+    before = _tool_config(existing)
+    await registry_repo.delete_tool(session, existing)
     registry.invalidate_on_commit(session)
     await audit_change(session, caller, resource="tool", name=name, operation="delete",
                        before=before, after=None)
@@ -140,11 +141,11 @@ async def put_skill(name: NameParam, body: SkillIn, session: Session,
                     response: Response, caller: CallerDep) -> dict:
     """`warnings` names each phrase likely to reject legitimate requests (a bare word, or
     fewer than 4 characters); the skill is stored all the same."""
-    existing = await registry_repo.get_skill(session, name)
+    existing = await registry_repo.lock_skill(session, name)
     before = ({"category": existing.category, "unsafe_phrases": list(existing.unsafe_phrases)}
               if existing else None)
     row, created = await registry_repo.put_skill(
-        session, name, category=body.category, unsafe_phrases=body.unsafe_phrases
+        session, existing, name, category=body.category, unsafe_phrases=body.unsafe_phrases
     )
     after = {"category": row.category, "unsafe_phrases": list(row.unsafe_phrases)}
     if before != after:
@@ -167,11 +168,11 @@ async def get_skill(name: NameParam, session: Session) -> dict:
 
 @router.delete("/skills/{name}", status_code=204, responses=errors(404))
 async def delete_skill(name: NameParam, session: Session, caller: CallerDep) -> Response:
-    existing = await registry_repo.get_skill(session, name)
-    before = ({"category": existing.category, "unsafe_phrases": list(existing.unsafe_phrases)}
-              if existing else None)
-    if not await registry_repo.delete_skill(session, name):
+    existing = await registry_repo.lock_skill(session, name)
+    if existing is None:
         raise NotFound(f"skill '{name}' does not exist", skill=name)
+    before = {"category": existing.category, "unsafe_phrases": list(existing.unsafe_phrases)}
+    await registry_repo.delete_skill(session, existing)
     await audit_change(session, caller, resource="skill", name=name, operation="delete",
                        before=before, after=None)
     return Response(status_code=204)

@@ -30,6 +30,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.kit.singleflight import SharedReads
 from app.policy.model import RegisteredTool
 from app.registry import repository as registry_repo
 from app.registry.tables import ProjectSettings, RegistryTool
@@ -81,7 +82,7 @@ class RegistryCache:
         # Bumped by invalidate(); a reload that started before an invalidation must not
         # mark the cache fresh, or it could hide the change for a whole ttl.
         self._generation = 0
-        self._lock = asyncio.Lock()
+        self._reads: SharedReads[None] = SharedReads()
         self._renewal: asyncio.Task | None = None
 
     @property
@@ -100,7 +101,10 @@ class RegistryCache:
         """Cheap within ttl; otherwise one version read, and a full reload if it changed.
 
         Concurrent callers share one check: the others wait for it instead of piling
-        identical queries on the database."""
+        identical queries on the database, and share its failure too: when the database
+        does not answer, every caller gets the error once the one read gives up
+        (TOOLGATE_DB_TIMEOUT_SECONDS), instead of each retrying in turn behind a lock, which
+        held decisions for 35 s while Postgres was frozen (issue 22 item 4)."""
         if not self.fresh(sessions):
             await self._check(sessions, older_than=self.ttl)
 
@@ -119,15 +123,21 @@ class RegistryCache:
 
     async def _check(self, sessions: async_sessionmaker[AsyncSession], *,
                      older_than: float) -> None:
-        async with self._lock:
-            age = self._age()
-            if age is not None and age < older_than:
-                return  # checked while this one waited for the lock
-            generation, started = self._generation, self._clock()
-            async with sessions() as session:
-                version = await registry_repo.get_registry_version(session)
-                if version != self._version:
-                    snapshot = await registry_repo.load_registry(session)
+        age = self._age()
+        if age is not None and age < older_than:
+            return
+        # Keyed by the generation: a caller after an invalidation never joins a read that
+        # began before it (that read may predate the change it was told about).
+        await self._reads.get(self._generation, lambda: self._read(sessions))
+
+    async def _read(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+        generation, started = self._generation, self._clock()
+        async with sessions() as session:
+            version = await registry_repo.get_registry_version(session)
+            if version != self._version:
+                snapshot = await registry_repo.load_registry(session)
+                # Reads of two generations may overlap: never go back to an older version.
+                if self._version is None or snapshot.version >= self._version:
                     self._tools = {row.name: registered_tool(row) for row in snapshot.tools}
                     self._projects = {row.project: project_config(row)
                                       for row in snapshot.projects}
@@ -135,8 +145,8 @@ class RegistryCache:
                         name for name, config in self._projects.items()
                         if config.deny_unregistered_tools)
                     self._version = snapshot.version
-            if generation == self._generation:
-                self._checked_at = started  # the bound counts from the read, not its end
+        if generation == self._generation:
+            self._checked_at = started  # the bound counts from the read, not its end
 
     def _renewed(self, task: asyncio.Task) -> None:
         self._renewal = None

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from sqlalchemy import event, text
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 
 from app.config import Settings
@@ -11,9 +14,24 @@ from app.config import Settings
 WRITE_OPTION = "toolgate_write"
 
 
-def make_engine(settings: Settings) -> AsyncEngine:
+# How much longer than the server's statement_timeout the client waits for an answer: the
+# server cancels a statement at the bound and the connection stays usable; the client's
+# own deadline only ends a wait on a server that answers nothing at all (frozen, or gone
+# without a word), and that connection is then dropped.
+CLIENT_GRACE_SECONDS = 1.0
+
+
+def make_engine(settings: Settings, *, long_statements: bool = False) -> AsyncEngine:
+    """The app's engine. Every wait on the database is bounded by
+    `settings.db_timeout_seconds` (docs/configuration.md): a connection from the pool, a
+    new connection, a statement and the locks it waits for (SQLite: the busy timeout). A
+    call past it raises, and the request is answered 503 storage_unavailable
+    (app/kit/handlers.py). `long_statements`: statements may run as long as they need
+    (`toolgate audit prune`, whose one DELETE may remove millions of records); connecting
+    and waiting for a lock stay bounded."""
+    timeout = settings.db_timeout_seconds
     if settings.is_sqlite:
-        engine = create_async_engine(settings.database_url, connect_args={"timeout": 30})
+        engine = create_async_engine(settings.database_url, connect_args={"timeout": timeout})
 
         @event.listens_for(engine.sync_engine, "connect")
         def _sqlite_pragmas(dbapi_connection, _record):  # type: ignore[no-untyped-def]
@@ -23,7 +41,7 @@ def make_engine(settings: Settings) -> AsyncEngine:
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute(f"PRAGMA synchronous={settings.sqlite_synchronous}")
             cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.execute(f"PRAGMA busy_timeout={max(1, round(timeout * 1000))}")
             cursor.close()
             # SQLAlchemy's recipe: the driver must not open transactions on its own, so that
             # the "begin" hook below decides how each one starts (and SAVEPOINTs work).
@@ -38,16 +56,65 @@ def make_engine(settings: Settings) -> AsyncEngine:
             conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
         return engine
-    return create_async_engine(
+    milliseconds = str(max(1, round(timeout * 1000)))
+    server = ({"lock_timeout": milliseconds} if long_statements
+              else {"statement_timeout": milliseconds})
+    connect_args: dict = {"timeout": timeout, "server_settings": server}
+    if not long_statements:
+        connect_args["command_timeout"] = timeout + CLIENT_GRACE_SECONDS
+    engine = create_async_engine(
         settings.database_url,
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_pool_size,
-        pool_pre_ping=True,
+        pool_timeout=timeout,
+        connect_args=connect_args,
     )
+
+    @event.listens_for(engine.sync_engine, "handle_error")
+    def _drop_timed_out(context):  # type: ignore[no-untyped-def]
+        # The client gave up on a statement the server never answered: what the connection
+        # is doing is unknown, so it is closed at once and the pool opens a new one when
+        # needed. At once: SQLAlchemy's own invalidation first tries a graceful close,
+        # which waits up to 2 s more for a server that does not answer.
+        if isinstance(context.original_exception, TimeoutError):
+            context.is_disconnect = True
+            if context.connection is not None:
+                _terminate(context.connection.connection.driver_connection)
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _ping(dbapi_connection, record, _proxy):  # type: ignore[no-untyped-def]
+        # pool_pre_ping, with the same bound as every statement: a connection the server
+        # closed (a restart) is replaced by a new one; one whose ping the server does not
+        # answer is closed at once and the request fails (503) instead of also waiting for
+        # a new connection to the same unresponsive server.
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except TimeoutError:
+            _terminate(record.driver_connection)
+            raise
+        except Exception as exc:
+            raise DisconnectionError(f"pooled connection lost: {exc}") from exc
+
+    return engine
+
+
+def _terminate(driver_connection) -> None:  # type: ignore[no-untyped-def]
+    with contextlib.suppress(Exception):
+        driver_connection.terminate()  # asyncpg: closes the socket, waits for nothing
 
 
 def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker:
     return async_sessionmaker(engine, expire_on_commit=False)
+
+
+async def get_locked(session, model, key):  # type: ignore[no-untyped-def]
+    """The row as it is now (None when there is none), locked FOR UPDATE until the
+    transaction ends: what a read-modify-write must start from, and what its audit record's
+    `before` must show. `populate_existing`: a row this session read earlier (before the
+    lock was granted) would otherwise come back as that stale copy, not as the row the
+    lock protects: on Postgres concurrent identical PUTs then each saw the old content and
+    each made a new version (issue 22 item 5)."""
+    return await session.get(model, key, with_for_update=True, populate_existing=True)
 
 
 async def lock_key(session, key: str) -> None:  # type: ignore[no-untyped-def]

@@ -18,6 +18,9 @@ down_revision = None
 branch_labels = None
 depends_on = None
 
+# The first schema: there is no release before it.
+backward_compatible = False
+
 
 def upgrade() -> None:
     

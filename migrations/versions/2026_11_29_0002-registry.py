@@ -18,6 +18,9 @@ down_revision = '0001'
 branch_labels = None
 depends_on = None
 
+# New tables only: the code of 0001 never reads them.
+backward_compatible = True
+
 JSON = sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql')
 
 

@@ -19,6 +19,9 @@ down_revision = '0002'
 branch_labels = None
 depends_on = None
 
+# New tables only: the code of 0002 never reads them.
+backward_compatible = True
+
 
 def upgrade() -> None:
     op.create_table('chain_head',

@@ -18,6 +18,9 @@ down_revision = '0003'
 branch_labels = None
 depends_on = None
 
+# A new table only: the code of 0003 never reads it.
+backward_compatible = True
+
 
 def upgrade() -> None:
     op.create_table('api_keys',

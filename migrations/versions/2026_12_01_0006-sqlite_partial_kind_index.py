@@ -23,6 +23,9 @@ down_revision = '0005'
 branch_labels = None
 depends_on = None
 
+# An index only (SQLite): the code of 0005 finds the same rows.
+backward_compatible = True
+
 NOT_AUTHORIZE = sa.text("kind <> 'authorize'")
 
 

@@ -26,6 +26,8 @@ revision = '0008'
 down_revision = '0007'
 branch_labels = None
 depends_on = None
+# Expand only: new columns with server defaults, which the previous release's inserts fill.
+backward_compatible = True
 
 
 def upgrade() -> None:

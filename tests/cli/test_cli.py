@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
 
 from app.decisions.chain import GENESIS, record_hash
 
@@ -38,6 +39,9 @@ def test_offline_verify_finds_altered_removed_reordered(tmp_path):
     r = _run("audit", "verify", "--file", str(good))
     assert r.returncode == 0, r.stderr
     assert orjson.loads(r.stdout)["checked"] == 6
+    assert orjson.loads(r.stdout)["range"] == {
+        "first_seq": 1, "first_decision_id": "d1", "last_seq": 6, "last_decision_id": "d6",
+        "count": 6, "anchor": "genesis"}
 
     altered = [dict(x) for x in records]
     altered[2]["allowed"] = not altered[2]["allowed"]
@@ -57,6 +61,37 @@ def test_offline_verify_finds_altered_removed_reordered(tmp_path):
     assert r.returncode == 1 and "missing at the end" in r.stdout
 
 
+def test_offline_verify_refuses_a_file_cut_at_the_start_or_empty(tmp_path):
+    """Issue 22 item 6: `tail -n +3 export.jsonl` and an empty file were "ok". A file must
+    start at the chain's first record (or at a prune anchor it names) unless --partial."""
+    records = _chain(6)
+    cut = tmp_path / "cut.jsonl"
+    _write(cut, records[2:])
+    r = _run("audit", "verify", "--file", str(cut))
+    assert r.returncode == 1, r.stdout
+    out = orjson.loads(r.stdout)
+    assert out["ok"] is False and out["first_bad"]["seq"] == 3
+    assert "older records may have been removed" in out["first_bad"]["reason"]
+    r = _run("audit", "verify", "--file", str(cut), "--partial")
+    assert r.returncode == 0, r.stdout
+    assert orjson.loads(r.stdout)["range"] == {
+        "first_seq": 3, "first_decision_id": "d3", "last_seq": 6, "last_decision_id": "d6",
+        "count": 4, "anchor": "none"}
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"\n")
+    for extra in ([], ["--partial"]):
+        r = _run("audit", "verify", "--file", str(empty), *extra)
+        assert r.returncode == 1, (extra, r.stdout)
+        assert orjson.loads(r.stdout)["range"] is None
+        assert "no records" in orjson.loads(r.stdout)["first_bad"]["reason"]
+
+    not_records = tmp_path / "array.jsonl"
+    not_records.write_bytes(b"[1, 2]\n")
+    r = _run("audit", "verify", "--file", str(not_records))
+    assert r.returncode == 1 and "line 1 is not a JSON record" in r.stdout
+
+
 def test_migrate_and_serve_refuses_a_postgres_schema_behind(database_url, tmp_path):
     if database_url.startswith("sqlite"):
         r = _run("migrate", env={"TOOLGATE_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/x.db"})
@@ -72,6 +107,48 @@ def test_migrate_and_serve_refuses_a_postgres_schema_behind(database_url, tmp_pa
     r = _run("migrate", env={"TOOLGATE_DATABASE_URL": database_url})
     assert r.returncode == 0
     assert migrate.current(database_url) == migrate.head(database_url)
+
+
+def test_serve_on_sqlite_refuses_a_schema_ahead_not_marked_for_it(tmp_path):
+    """A rollback on one host: the newer release migrated the file; this one must not try
+    to migrate it (it cannot: it does not know the revision) and says why it stops."""
+    from alembic import command
+
+    from app.store import migrate
+    from tests.store.test_migrations import _future_release
+
+    url = f"sqlite+aiosqlite:///{tmp_path}/x.db"
+    command.upgrade(_future_release(tmp_path, url, ("f001", False)), "head")
+    r = _run("serve", "--port", "1", env={"TOOLGATE_DATABASE_URL": url})
+    assert r.returncode == 2, r.stderr
+    assert "ahead of this release" in r.stderr and "f001" in r.stderr
+    assert migrate.current(url) == "f001"
+
+
+@pytest.mark.slow
+def test_serve_starts_on_a_schema_ahead_marked_as_served_by_it(database_url, tmp_path):
+    """Issue 22 item 12: a restart (or scale-up, or rollback) during a rolling upgrade. The
+    next release's expand-only migration has run; this release starts, is ready, decides."""
+    import httpx
+    from alembic import command
+
+    from app.store import migrate
+    from tests.serving import serve, stop
+    from tests.store.test_migrations import _future_release
+
+    command.upgrade(_future_release(tmp_path, database_url, ("f001", True)), "head")
+    proc, url = serve({"TOOLGATE_DATABASE_URL": database_url,
+                       "TOOLGATE_ADMIN_TOKEN": "rolling"}, tmp_path / "serve.log")
+    try:
+        r = httpx.post(f"{url}/v1/authorize-tool", headers={"Authorization": "Bearer rolling"},
+                       json={"tool": {"name": "t", "capability": {
+                           "writes": False, "checkpointable": True, "unsafe": False}}},
+                       timeout=30)
+        assert r.status_code == 200 and r.json()["allowed"] is True, r.text
+    finally:
+        stop(proc)
+    assert "ahead of this release" in (tmp_path / "serve.log").read_text()
+    assert migrate.current(database_url) == "f001"
 
 
 def test_a_bad_setting_stops_serve_naming_the_variable(tmp_path):

@@ -47,7 +47,7 @@ def test_chained_rows_hash_what_verification_recomputes(details, tool):
     for row, record in zip(rows, records, strict=True):
         assert row["hash"] == record["hash"] and row["created_at"] == parse_iso(
             record["created_at"])
-        assert verify([{**record, "detail": orjson.loads(row["detail"])}]).ok
+        assert verify([{**record, "detail": orjson.loads(row["detail"])}], partial=True).ok
 
 
 @settings(max_examples=200, deadline=None)

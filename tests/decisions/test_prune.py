@@ -4,6 +4,7 @@ from datetime import UTC, datetime
 
 import orjson
 
+from app.decisions.chain import verify
 from app.decisions.prune import prune
 
 TOOL = {"name": "t", "capability": {"writes": False, "checkpointable": True, "unsafe": False}}
@@ -23,6 +24,16 @@ async def test_prune_keeps_the_rest_verifiable(client):
     assert records[-1]["detail"]["operation"] == "prune"
     status = (await client.get("/v1/audit/verify")).json()
     assert status["ok"] is True and status["checked"] == 4
+    assert status["range"] == {
+        "first_seq": 5, "first_decision_id": records[0]["decision_id"],
+        "last_seq": records[-1]["seq"], "last_decision_id": records[-1]["decision_id"],
+        "count": 4, "anchor": "prune"}
+    # Offline, the export starts at the anchor its own prune record names: whole, not cut.
+    offline = verify(records)
+    assert offline.ok and offline.anchor == "prune" and offline.checked == 4
+    cut = verify(records[1:])
+    assert not cut.ok and "older records may have been removed" in cut.first_bad["reason"]
+    assert verify(records[1:], partial=True).as_dict()["range"]["anchor"] == "none"
     # Nothing to prune is not an error.
     assert (await prune(client.app.state.sessions,
                         datetime(2000, 1, 1, tzinfo=UTC)))["deleted"] == 0
@@ -38,3 +49,7 @@ async def test_range_verify_and_range_export(client):
     assert len(later) == 2
     status = (await client.get("/v1/audit/verify", params={"since": middle})).json()
     assert status["ok"] is True and status["checked"] == 2
+    assert status["range"]["count"] == 2 and status["range"]["anchor"] == "previous_record"
+    assert status["range"]["last_decision_id"] == orjson.loads(later[-1])["decision_id"]
+    whole = (await client.get("/v1/audit/verify")).json()
+    assert whole["range"]["first_seq"] == 1 and whole["range"]["anchor"] == "genesis"

@@ -171,3 +171,148 @@ def test_0008_gives_existing_keys_and_project_settings_their_defaults(database_u
     body = settings.json()
     assert (body["deny_unregistered_tools"], body["approval_mode"], body["shadow_profile"]) == (
         True, "client_flag", None)
+
+
+# --- rolling upgrades: a schema ahead of the code ---------------------------------------
+
+
+def test_every_migration_declares_whether_the_release_before_it_may_serve_its_schema():
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(migrate.alembic_config("sqlite+aiosqlite://"))
+    for revision in script.walk_revisions():
+        assert isinstance(getattr(revision.module, "backward_compatible", None), bool), (
+            f"{revision.path}: declare backward_compatible = True (expand only: the code "
+            "of the revision before serves the schema it leaves) or False")
+
+
+FUTURE = '''"""a migration of a release after this one (tests/store/test_migrations.py)"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "{revision}"
+down_revision = "{down}"
+branch_labels = None
+depends_on = None
+backward_compatible = {compatible}
+
+
+def upgrade() -> None:
+    op.create_table("{table}", sa.Column("id", sa.Integer(), primary_key=True))
+
+
+def downgrade() -> None:
+    op.drop_table("{table}")
+'''
+
+
+def _future_release(tmp_path, url: str, *migrations: tuple[str, bool]):  # type: ignore[no-untyped-def]
+    """An Alembic config whose scripts are this release's plus `migrations` (revision,
+    backward_compatible) after its head: the next release's `toolgate migrate`."""
+    import shutil
+
+    folder = tmp_path / "next-release-migrations"
+    shutil.copytree(migrate.ROOT / "migrations", folder,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    down = migrate.head(url)
+    for revision, compatible in migrations:
+        (folder / "versions" / f"{revision}-future.py").write_text(FUTURE.format(
+            revision=revision, down=down, compatible=compatible, table=f"future_{revision}"))
+        down = revision
+    config = migrate.alembic_config(url)
+    config.set_main_option("script_location", str(folder))
+    return config
+
+
+def _oldest(url: str) -> str | None:
+    from sqlalchemy import text
+
+    async def read() -> str | None:
+        engine = create_async_engine(url)
+        try:
+            async with engine.connect() as conn:
+                return await conn.scalar(
+                    text("SELECT oldest_revision FROM toolgate_schema WHERE id = 1"))
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(read())
+
+
+def _readyz(url: str) -> httpx.Response:
+    async def probe() -> httpx.Response:
+        app = create_app(Settings(database_url=url))
+        async with app.router.lifespan_context(app):
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                         base_url="http://t") as c:
+                return await c.get("/readyz")
+
+    return asyncio.run(probe())
+
+
+def test_the_migrations_record_which_releases_may_serve_the_schema(database_url):
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(migrate.alembic_config(database_url))
+    head = migrate.head(database_url)
+    assert _oldest(database_url) == migrate.serving_floor(script, head)
+    assert migrate.verdict(database_url).serves
+
+
+def test_a_release_serves_a_schema_ahead_only_when_its_migrations_say_so(database_url,
+                                                                        tmp_path):
+    """Issue 22 item 12: the next release migrates (a fake future revision); this release
+    keeps serving and may restart while every migration past its head is expand-only, and
+    refuses (serve exits 2, /readyz 503) once one is not. Back down, it serves again."""
+    from alembic import command
+
+    head = migrate.head(database_url)
+    expand = _future_release(tmp_path, database_url, ("f001", True))
+    command.upgrade(expand, "head")
+    assert migrate.current(database_url) == "f001"
+    assert _oldest(database_url) == _oldest_known(database_url)
+    verdict = migrate.verdict(database_url)
+    assert verdict.serves and verdict.ahead, verdict
+    assert _readyz(database_url).status_code == 200
+
+    contract = _future_release(tmp_path / "later", database_url, ("f001", True),
+                               ("f002", False))
+    command.upgrade(contract, "head")
+    assert _oldest(database_url) == "f002"
+    verdict = migrate.verdict(database_url)
+    assert not verdict.serves and "f002" in verdict.message, verdict
+    r = _readyz(database_url)
+    assert r.status_code == 503 and r.json()["error"]["details"]["oldest"] == "f002"
+    if not database_url.startswith("sqlite"):  # on SQLite serve migrates: see the next test
+        from tests.cli.test_cli import _run
+
+        served = _run("serve", "--port", "1", env={"TOOLGATE_DATABASE_URL": database_url})
+        assert served.returncode == 2 and "not marked as served by it" in served.stderr
+
+    command.downgrade(contract, head)  # the next release's downgrade: this one serves again
+    assert migrate.current(database_url) == head
+    assert migrate.verdict(database_url).serves
+    assert _readyz(database_url).status_code == 200
+
+
+def _oldest_known(url: str) -> str:
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(migrate.alembic_config(url))
+    return migrate.serving_floor(script, migrate.head(url))
+
+
+def test_an_offline_migration_script_records_who_may_serve_it_too():
+    import io
+
+    from alembic import command
+
+    config = migrate.alembic_config("sqlite+aiosqlite:///unused.db")
+    config.stdout = out = io.StringIO()
+    config.output_buffer = out
+    # From 0008: offline scripts from base stop at 0002's bulk insert, and 0008 alters
+    # SQLite tables in batch mode, which needs a live database (separate matters).
+    command.upgrade(config, "0008:head", sql=True)
+    assert (f"UPDATE toolgate_schema SET oldest_revision = '{_oldest_known('sqlite://')}'"
+            in out.getvalue())

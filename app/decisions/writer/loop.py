@@ -26,10 +26,14 @@ Frame = tuple[int, list[dict[str, Any]]]
 
 def open_store(config: dict[str, Any]) -> SQLiteStore | PostgresStore:
     """config (the first line on stdin): {"sqlite": path, "synchronous": "FULL"|"NORMAL"}
-    or {"postgresql": dsn, "timeout": seconds}; plus "max_batch"."""
+    or {"postgresql": dsn, "timeout": seconds}; plus "max_batch", and "db_timeout" (seconds:
+    the bound of each statement, SQLite's busy timeout)."""
+    db_timeout = config.get("db_timeout")
     if "sqlite" in config:
-        return SQLiteStore(config["sqlite"], config["synchronous"])
-    return PostgresStore(config["postgresql"], float(config["timeout"]))
+        return SQLiteStore(config["sqlite"], config["synchronous"],
+                           30.0 if db_timeout is None else float(db_timeout))
+    return PostgresStore(config["postgresql"], float(config["timeout"]),
+                         None if db_timeout is None else float(db_timeout))
 
 
 # What the writer answers for a frame: (frame_id, None or why it failed, commits so far).

@@ -97,8 +97,19 @@ class PostgresStore:
     that keeps losing the race to another (two replicas' writers) is never starved; the
     first batch after a (re)connection goes that way too, the head being unknown."""
 
-    def __init__(self, dsn: str, timeout: float) -> None:
+    def __init__(self, dsn: str, timeout: float, statement_timeout: float | None = None
+                 ) -> None:
         self._dsn, self._timeout = dsn, timeout
+        # Each statement's bound (TOOLGATE_DB_TIMEOUT_SECONDS): the server cancels it then,
+        # and the writer stops waiting a second later if the server answers nothing (a
+        # frozen or vanished server would otherwise hold every later batch for good). A
+        # batch that ran out fails like any other: its requests get 503, and the next
+        # batch reconnects and reads the head (the timed-out one may have been committed).
+        self._session = dict(_PG_SESSION)
+        self._command_timeout = None
+        if statement_timeout is not None:
+            self._session["statement_timeout"] = str(max(1, round(statement_timeout * 1000)))
+            self._command_timeout = statement_timeout + 1.0
         self._conn: Any = None
         self._head: tuple[int, str] | None = None
         self.rechained = 0  # batches chained again because the head had moved
@@ -128,7 +139,8 @@ class PostgresStore:
         import asyncpg
 
         conn = await asyncpg.connect(self._dsn, timeout=self._timeout,
-                                     server_settings=_PG_SESSION)
+                                     command_timeout=self._command_timeout,
+                                     server_settings=self._session)
         try:
             # Times as Postgres keeps them, integer microseconds since 2000: the rows'
             # created_at comes from its ISO text by pg_micros, with no datetime in between.

@@ -27,15 +27,16 @@ def _sqlite_text(iso: str) -> str:
 
 
 class SQLiteStore:
-    def __init__(self, path: str, synchronous: str) -> None:
+    def __init__(self, path: str, synchronous: str, busy_timeout: float = 30.0) -> None:
         self._path, self._synchronous = path, synchronous
+        self._busy_timeout = busy_timeout  # waiting for the write lock (db_timeout_seconds)
         self._conn: sqlite3.Connection | None = None
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self._path, timeout=30, isolation_level=None)
+        conn = sqlite3.connect(self._path, timeout=self._busy_timeout, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={self._synchronous}")
-        conn.execute("PRAGMA busy_timeout=30000")
+        conn.execute(f"PRAGMA busy_timeout={max(1, round(self._busy_timeout * 1000))}")
         return conn
 
     async def commit(self, records: list[dict[str, Any]]) -> None:

@@ -16,13 +16,15 @@ from app.config import asyncpg_dsn
 
 
 def writer_config(database_url: str, *, max_batch: int, timeout: float,
-                  sqlite_synchronous: str) -> dict[str, Any]:
-    """The writer process's configuration (sent on its stdin, not its command line)."""
+                  sqlite_synchronous: str, db_timeout: float | None = None) -> dict[str, Any]:
+    """The writer process's configuration (sent on its stdin, not its command line).
+    `db_timeout`: each statement's bound and SQLite's busy timeout (open_store)."""
     dsn = asyncpg_dsn(database_url)
+    bound = {} if db_timeout is None else {"db_timeout": db_timeout}
     if dsn is None:
         return {"sqlite": make_url(database_url).database or "toolgate.db",
-                "synchronous": sqlite_synchronous, "max_batch": max_batch}
-    return {"postgresql": dsn, "timeout": timeout, "max_batch": max_batch}
+                "synchronous": sqlite_synchronous, "max_batch": max_batch, **bound}
+    return {"postgresql": dsn, "timeout": timeout, "max_batch": max_batch, **bound}
 
 
 # Set by `toolgate serve` for its workers (not a setting: it is wiring, not configuration).
@@ -30,7 +32,8 @@ WRITER_SOCKET_ENV = "TOOLGATE_INTERNAL_DECISION_LOG_SOCKET"
 
 
 def start_shared_writer(database_url: str, *, max_batch: int, timeout: float,
-                        sqlite_synchronous: str, socket_path: str) -> subprocess.Popen:
+                        sqlite_synchronous: str, socket_path: str,
+                        db_timeout: float | None = None) -> subprocess.Popen:
     """The one writer all of a server's workers connect to (`toolgate serve --workers N`);
     closing its stdin shuts it down once the workers have gone."""
     process = subprocess.Popen([sys.executable, "-m", "app.decisions.writer",
@@ -38,6 +41,6 @@ def start_shared_writer(database_url: str, *, max_batch: int, timeout: float,
     assert process.stdin is not None
     process.stdin.write(orjson.dumps(writer_config(
         database_url, max_batch=max_batch, timeout=timeout,
-        sqlite_synchronous=sqlite_synchronous)) + b"\n")
+        sqlite_synchronous=sqlite_synchronous, db_timeout=db_timeout)) + b"\n")
     process.stdin.flush()
     return process
