@@ -63,7 +63,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await decision_log.start()
         key_cache = KeyCache(ttl=settings.key_cache_ttl_seconds)
         notifier = Notifier(settings.database_url)
-        notifier.subscribe(KEYS_CHANNEL, key_cache.clear)
+        notifier.subscribe(KEYS_CHANNEL, key_cache.notified)
         registry = RegistryCache(ttl=settings.registry_ttl_seconds)
         notifier.subscribe(REGISTRY_CHANNEL, registry.invalidate)
         await notifier.start()

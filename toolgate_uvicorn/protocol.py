@@ -165,7 +165,10 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
         """Decide from memory and hand the record over; False if the ASGI app must run."""
         fast = self._fast
         assert fast is not None
-        answer = fast.ready(cycle.flags, dict(self.headers), bytes(cycle.body))
+        headers = dict(self.headers)
+        if len(headers) != len(self.headers):
+            return False  # a header name sent twice (two keys?): the ASGI app looks closer
+        answer = fast.ready(cycle.flags, headers, bytes(cycle.body))
         if answer is None:
             return False
         body, record = answer
