@@ -89,6 +89,7 @@ class _Stop(Exception):
 
 
 _refusals = [0]  # refused connections of this process still waiting to close
+_rendered: dict[tuple, bytes] = {}  # see _error
 _warned = [0.0]  # when the last warning about the connection cap was logged
 
 
@@ -569,9 +570,12 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
         self._linger()
 
     def _evict(self) -> bool:
-        """At the cap: close the connections that have waited longest on their clients
-        (idle, or sending a request), a few at a time; False when none is waiting on its
-        client (every one waits for an answer of ours) and the new one must be refused."""
+        """At the cap: close the connections that have waited longest on their clients, a
+        few at a time; False when none is waiting on its client (every one waits for an
+        answer of ours) and the new one must be refused. First those only waiting to
+        close, then those still sending a request (oldest first: a slow client's), then
+        those idle after an answer, and new ones that have sent nothing yet last (a client
+        that just connected has had no chance to send its request)."""
         candidates = []
         for other in self.connections:
             phase = getattr(other, "_phase", WAIT)
@@ -581,8 +585,9 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
                 continue  # waiting on us, not on its client
             if phase == HEAD and other._in_flight():
                 continue
-            # Lingering ones first: they are only waiting to close.
-            candidates.append((phase != LINGER, other._since, id(other), other))
+            rank = (0 if phase == LINGER else 1 if phase != IDLE
+                    else 2 if other.cycle is not None else 3)  # (no cycle: nothing sent yet)
+            candidates.append((rank, other._since, id(other), other))
         if not candidates:
             return False
         batch = max(1, self._edge.max_connections // 64)
@@ -625,11 +630,19 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
 
     def _error(self, status: int, code: str, message: str, headers: dict[str, str] | None,
                details: dict[str, Any] | None = None) -> bytes:
-        """An answer in the one envelope, with `connection: close`."""
-        from app.kit.handlers import envelope
+        """An answer in the one envelope, with `connection: close`. Rendered once per
+        kind (a refusal at the cap may be answered many times a second): only uvicorn's
+        default lines (the date) are added each time."""
+        key = (status, code, message, tuple((headers or {}).items()),
+               tuple((details or {}).items()))
+        rendered = _rendered.get(key)
+        if rendered is None:
+            from app.kit.handlers import envelope
 
-        response = envelope(status, code, message, details, headers=headers or None)
-        lines = [STATUS_LINE[status], self._defaults()]
-        lines += [b"%s: %s\r\n" % (name, value) for name, value in response.raw_headers]
-        lines.append(b"connection: close\r\n\r\n")
-        return b"".join(lines) + response.body
+            response = envelope(status, code, message, details, headers=headers or None)
+            rendered = b"".join([b"%s: %s\r\n" % pair for pair in response.raw_headers]
+                                + [b"connection: close\r\n\r\n", response.body])
+            if len(_rendered) >= 64:
+                _rendered.clear()
+            _rendered[key] = rendered
+        return b"".join((STATUS_LINE[status], self._defaults(), rendered))
