@@ -301,7 +301,8 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
     def on_body(self, body: bytes) -> None:
         cycle = self.cycle
         if type(cycle) is not _HotCycle:
-            if cycle.response_complete:  # answered already (a 413): dropped, within bounds
+            if cycle is not None and cycle.response_complete:  # answered already (a 413):
+                # the rest is dropped, within bounds
                 self._drain_left -= len(body)
                 if self._drain_left < 0:
                     self._linger()
@@ -316,8 +317,8 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         cycle = self.cycle
         if type(cycle) is not _HotCycle:
-            if cycle.response_complete:  # the rest of an answered request's body was read
-                self._phase, self._since = IDLE, self.loop.time()
+            if cycle is not None and cycle.response_complete:  # the rest of an answered
+                self._phase, self._since = IDLE, self.loop.time()  # request's body was read
             else:
                 self._phase = WAIT
             super().on_message_complete()
