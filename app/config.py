@@ -79,6 +79,25 @@ class Settings(BaseSettings):
     # uvicorn's per-request access log. Off by default: every decision is in the decision
     # log already, and the access line costs more than the decision itself.
     access_log: bool = False
+
+    # The HTTP edge (app/kit/edge.py, docs/deployment.md "Slow and oversized requests").
+    # A request's target and header names and values, in bytes, and its number of headers:
+    # past either, 431. The deadlines: a request's headers within header_timeout of its
+    # first byte, its body within body_timeout of the end of its headers (else 408 and the
+    # connection is closed); an idle connection is closed after keep_alive. At most
+    # max_connections connections per worker (lowered to what the open-file limit allows):
+    # past it the connection that waited longest on its client is closed, or the new one
+    # answered 503. Answered before its body was read (a 413), a request's body is still
+    # read and dropped, up to drain_max_bytes and for drain_seconds at most, so the client
+    # reads the answer rather than a connection reset.
+    max_header_bytes: int = Field(default=16 * 1024, ge=1024)
+    max_headers: int = Field(default=100, ge=8)
+    header_timeout_seconds: float = Field(default=10.0, gt=0)
+    body_timeout_seconds: float = Field(default=30.0, gt=0)
+    keep_alive_seconds: float = Field(default=5.0, gt=0)
+    max_connections: int = Field(default=2048, ge=16)
+    drain_max_bytes: int = Field(default=4 * 1024 * 1024, ge=0)
+    drain_seconds: float = Field(default=5.0, ge=0)
     # How stale the tool registry may be on a replica (app/registry/service.py states the bound).
     registry_ttl_seconds: float = Field(default=1.0, ge=0)
 

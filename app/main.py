@@ -26,6 +26,7 @@ from app.decisions.routes import router as decisions_router
 from app.decisions.writer.start import WRITER_SOCKET_ENV
 from app.health.routes import router as health_router
 from app.kit import handlers, openapi
+from app.kit.edge import EdgeLimits, check_head
 from app.kit.middleware import BodyLimit
 from app.kit.notify import Notifier
 from app.plans.routes import router as plans_router
@@ -64,7 +65,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await decision_log.start()
         key_cache = KeyCache(ttl=settings.key_cache_ttl_seconds)
         notifier = Notifier(settings.database_url, timeout=settings.db_timeout_seconds)
-        notifier.subscribe(KEYS_CHANNEL, key_cache.clear)
+        notifier.subscribe(KEYS_CHANNEL, key_cache.notified)
         registry = RegistryCache(ttl=settings.registry_ttl_seconds)
         notifier.subscribe(REGISTRY_CHANNEL, registry.invalidate)
         await notifier.start()
@@ -104,6 +105,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = ToolgateApp(title="toolgate", version="0.1.0", description=DESCRIPTION,
                       lifespan=lifespan)
+    app.edge = EdgeLimits.from_settings(settings)
     handlers.install(app)
     openapi.install(app)
     app.include_router(health_router)
@@ -123,11 +125,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 class ToolgateApp(FastAPI):
     """FastAPI, except that the hot route (app/authorize/hotpath.py) is answered before the
-    middleware stack, which costs more per request than the decision itself."""
+    middleware stack, which costs more per request than the decision itself, and that a
+    request head past the edge's limits is refused (431) before anything reads it. The
+    serving plug-in (toolgate_uvicorn) reads `edge` for the rest of the edge's limits."""
 
     fast_path: FastAuthorize | None = None
+    edge: EdgeLimits = EdgeLimits()
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            try:
+                check_head(scope, self.edge)
+            except Exception as exc:
+                await handlers.render(exc)(scope, receive, send)
+                return
         fast = self.fast_path
         if fast is not None and fast.handles(scope):
             scope["app"] = self

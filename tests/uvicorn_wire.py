@@ -20,10 +20,12 @@ class Recording(asyncio.Transport):
         super().__init__()
         self.writes: list[bytes] = []
         self.closed_after: int | None = None  # how many writes came before close()
+        self.eof_after: int | None = None  # how many writes came before write_eof()
         self._on_write = on_write
 
     def write(self, data: bytes) -> None:
         assert self.closed_after is None, "written after close"
+        assert self.eof_after is None, "written after write_eof"
         if self._on_write is not None:
             self._on_write()
         self.writes.append(bytes(data))
@@ -34,6 +36,13 @@ class Recording(asyncio.Transport):
 
     def is_closing(self) -> bool:
         return self.closed_after is not None
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        if self.eof_after is None:
+            self.eof_after = len(self.writes)
 
     def get_extra_info(self, name: str, default=None):
         return {"sockname": ("127.0.0.1", 8000),

@@ -19,14 +19,30 @@ connection whose writes are paused, the ASGI app (app/authorize/hotpath.py) runs
 rendering errors with the one envelope. So the answer, headers included, is the same
 either way (tests/toolgate_uvicorn/test_protocol.py; the decision cases and bad inputs run through
 this protocol too).
+
+It also holds the HTTP edge's limits (app/kit/edge.py, the app's `edge`), for every
+request: a head past its size (431) or not complete within its deadline, a body not
+complete within its deadline (408), a connection idle too long (also a new one that sends
+nothing), a connection past the worker's cap (the one waiting longest on its client is
+closed, else the new one gets 503). Each connection has one timer, which looks at what
+the connection is doing when it fires (`_phase` and since when: a few attribute writes
+per request, no timer per request; it replaces uvicorn's keep-alive timer, one per
+request). When a request was answered before its body was read (a 413), the rest of the
+body is read and dropped, within bounds, and a connection closed with data still coming
+is closed the lingering way (our side shut for writing, what arrives dropped until the
+client closes or a bound is reached): closing at once would make the kernel reset the
+connection, and a client still sending would never read its answer.
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
+import time
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import httptools
 from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.protocols.utils import get_client_addr
@@ -45,18 +61,75 @@ _PATH = PATH.encode()
 _OK_HEADERS = b"content-type: application/json\r\ncontent-length: "
 _default_lines: tuple[object, bytes] = (None, b"")  # see _defaults
 
+# What a connection is doing, for its timer and the connection cap: waiting for a request
+# (IDLE), receiving a request's head (HEAD) or body (BODY), waiting for the app's answer
+# (WAIT: no deadline of ours), or on its way out: dropping what arrives until the
+# answer in flight is out (DISCARD), lingering after its answer (LINGER), refused at the
+# cap (REFUSED). From DISCARD on, what arrives is dropped unparsed.
+IDLE, HEAD, BODY, WAIT, DISCARD, LINGER, REFUSED = range(7)
 
-def _fast_path(app: Any) -> FastAuthorize | None:
-    """The FastAuthorize of the ToolgateApp that `app` is or wraps (uvicorn may wrap the
-    loaded app in its own middleware), or None for any other app."""
+
+class _EdgeDefaults:
+    """The edge's limits for an app that brings none (not a ToolgateApp): the defaults of
+    app.kit.edge.EdgeLimits, which a test keeps equal."""
+
+    max_header_bytes = 16 * 1024
+    max_headers = 100
+    header_timeout = 10.0
+    body_timeout = 30.0
+    keep_alive = 5.0
+    max_connections = 2048
+    drain_bytes = 4 * 1024 * 1024
+    drain_seconds = 5.0
+    lingering_refusals = max(8, max_connections // 16)
+
+
+class _Stop(Exception):
+    """Raised in a parser callback to stop parsing: the connection is being closed."""
+
+
+_refusals = [0]  # refused connections of this process still waiting to close
+_rendered: dict[tuple, bytes] = {}  # see _error
+_warned = [0.0]  # when the last warning about the connection cap was logged
+
+
+def _served(app: Any) -> tuple[FastAuthorize | None, Any]:
+    """The FastAuthorize and the edge limits of the ToolgateApp that `app` is or wraps
+    (uvicorn may wrap the loaded app in its own middleware); (None, defaults) for any
+    other app."""
     for _ in range(8):
-        fast = getattr(app, "fast_path", None)
-        if fast is not None and hasattr(fast, "ready"):
-            return fast  # type: ignore[no-any-return]
+        edge = getattr(app, "edge", None)
+        if edge is not None and hasattr(edge, "max_connections"):
+            fast = getattr(app, "fast_path", None)
+            return (fast if fast is not None and hasattr(fast, "ready") else None), edge
         app = getattr(app, "app", None)
         if app is None:
-            return None
-    return None
+            break
+    return None, _EdgeDefaults
+
+
+class _Closer:
+    """The transport as an ASGI request's cycle sees it: uvicorn's cycle closes the
+    connection after an answer when the client asked it to, and that close must linger
+    when the request's body (or a next request) is still coming. Writes go straight to
+    the transport."""
+
+    __slots__ = ("_protocol", "_transport", "write", "get_extra_info")
+
+    def __init__(self, protocol: ToolgateHttpToolsProtocol, transport: Any) -> None:
+        self._protocol = protocol
+        self._transport = transport
+        self.write = transport.write
+        self.get_extra_info = transport.get_extra_info
+
+    def close(self) -> None:
+        self._protocol._close_after_answer()
+
+    def is_closing(self) -> bool:
+        return self._protocol._phase >= LINGER or self._transport.is_closing()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 class _NoEvent:
@@ -89,7 +162,79 @@ class _HotCycle:
 class ToolgateHttpToolsProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._fast = _fast_path(self.app) if not self.root_path else None
+        fast, edge = _served(self.app)
+        self._fast = fast if not self.root_path else None
+        self._edge = edge
+        # The timer looks again at least this often (see _on_timer).
+        self._tick = max(0.05, min(t for t in (self.timeout_keep_alive, edge.header_timeout,
+                                               edge.body_timeout, edge.drain_seconds or 60.0)
+                                   if t > 0))
+        self._phase, self._since = IDLE, 0.0
+        self._timer: Any = None
+        self._chunk = 0  # the size of the data being parsed
+        self._head_bytes = self._head_raw = 0
+        self._drain_left = edge.drain_bytes
+        self._closer: _Closer | None = None
+
+    # --- the connection ------------------------------------------------------------------
+
+    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+        edge = self._edge
+        if len(self.connections) >= edge.max_connections and not self._evict():
+            self._refuse_connection(transport)
+            return
+        super().connection_made(transport)
+        self._closer = _Closer(self, transport)
+        self._phase, self._since = IDLE, self.loop.time()
+        self._timer = self.loop.call_at(self._since + self.timeout_keep_alive, self._on_timer)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._phase == REFUSED:
+            _refusals[0] -= 1
+            self._phase = DISCARD  # counted once
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._phase >= DISCARD:  # on its way out: read and dropped
+            self._drain_left -= len(data)
+            if self._drain_left < 0:
+                self.transport.close()
+            return
+        self._chunk = len(data)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError as exc:
+            if type(exc.__context__) is not _Stop:
+                self._bad_request()
+            return
+        except httptools.HttpParserError:
+            self._bad_request()
+            return
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+            return
+        if self._phase == HEAD:  # a head still incomplete: what the parser holds of it
+            self._head_raw += len(data)
+            if self._head_raw > self._edge.max_header_bytes:
+                self._refuse_head(too_many=False)
+
+    def handle_websocket_upgrade(self) -> None:
+        if self._timer is not None:  # the connection is the websocket protocol's now
+            self._timer.cancel()
+            self._timer = None
+        self._phase = WAIT
+        super().handle_websocket_upgrade()
+
+    def _bad_request(self) -> None:
+        msg = "Invalid HTTP request received."  # as uvicorn's own data_received
+        self.logger.warning(msg)
+        self.send_400_response(msg)
 
     # uvicorn builds the request's ASGI scope when its message begins; here it is built only
     # for a request that needs it (all but the hot route's), with uvicorn's own code.
@@ -98,6 +243,28 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
         self.expect_100_continue = False
         self.headers = []
         self.scope = None  # type: ignore[assignment]
+        self._phase, self._since = HEAD, self.loop.time()
+        self._head_bytes = 0
+        self._head_raw = -self._chunk  # this chunk is counted by the callbacks
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+        self._head_bytes += len(url)
+        if self._head_bytes > self._edge.max_header_bytes:
+            self._refuse_head(too_many=False)
+            raise _Stop
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        name = name.lower()
+        if name == b"expect" and value.lower() == b"100-continue":
+            self.expect_100_continue = True
+        headers = self.headers
+        headers.append((name, value))
+        self._head_bytes += len(name) + len(value)
+        edge = self._edge
+        if self._head_bytes > edge.max_header_bytes or len(headers) > edge.max_headers:
+            self._refuse_head(too_many=len(headers) > edge.max_headers)
+            raise _Stop
 
     def _begin_scope(self) -> None:
         url, headers, expect = self.url, self.headers, self.expect_100_continue
@@ -106,6 +273,7 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
         self.scope["headers"] = headers
 
     def on_headers_complete(self) -> None:
+        self._phase, self._since = BODY, self.loop.time()
         fast = self._fast
         parser = self.parser
         if (fast is not None and fast.authorizer is not None and self.url == _PATH
@@ -118,6 +286,9 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
             return
         self._begin_scope()
         super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:  # (none for an upgrade)
+            cycle.transport = self._closer  # type: ignore[assignment]
 
     def _length_within(self, limit: int) -> bool:
         """False for a declared Content-Length past `limit` (or unreadable): the ASGI app
@@ -130,6 +301,13 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
     def on_body(self, body: bytes) -> None:
         cycle = self.cycle
         if type(cycle) is not _HotCycle:
+            if cycle is not None and cycle.response_complete:  # answered already (a 413):
+                # the rest is dropped, within bounds
+                self._drain_left -= len(body)
+                if self._drain_left < 0:
+                    self._linger()
+                    raise _Stop
+                return
             super().on_body(body)
             return
         cycle.body += body
@@ -139,8 +317,13 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         cycle = self.cycle
         if type(cycle) is not _HotCycle:
+            if cycle is not None and cycle.response_complete:  # the rest of an answered
+                self._phase, self._since = IDLE, self.loop.time()  # request's body was read
+            else:
+                self._phase = WAIT
             super().on_message_complete()
             return
+        self._phase = WAIT
         cycle.more_body = False
         try:
             if self._answer(cycle):
@@ -157,6 +340,7 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
         self.scope.update(hot.flags)
         super().on_headers_complete()  # builds the RequestResponseCycle and starts its task
         cycle = self.cycle
+        cycle.transport = self._closer  # type: ignore[assignment]
         cycle.body, cycle.more_body = hot.body, hot.more_body
         cycle.keep_alive = cycle.keep_alive and hot.keep_alive  # a shutdown meanwhile
         cycle.message_event.set()
@@ -165,7 +349,10 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
         """Decide from memory and hand the record over; False if the ASGI app must run."""
         fast = self._fast
         assert fast is not None
-        answer = fast.ready(cycle.flags, dict(self.headers), bytes(cycle.body))
+        headers = dict(self.headers)
+        if len(headers) != len(self.headers):
+            return False  # a header name sent twice (two keys?): the ASGI app looks closer
+        answer = fast.ready(cycle.flags, headers, bytes(cycle.body))
         if answer is None:
             return False
         body, record = answer
@@ -252,5 +439,211 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
         on with the connection's next request or its keep-alive wait."""
         cycle.response_complete = True
         if not cycle.keep_alive:
-            self.transport.close()
+            self._close_after_answer()
         self.on_response_complete()
+
+    # --- the edge: deadlines, the connection cap, draining -----------------------------
+
+    def on_response_complete(self) -> None:
+        """uvicorn's, except that the keep-alive wait is the connection timer's (no timer
+        per request), and that an answer given before its request's body was read (a
+        413) leaves the rest of that body to be read and dropped, within bounds."""
+        self.server_state.total_requests += 1
+        if self.transport.is_closing() or self._phase >= DISCARD:
+            return
+        self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+            return
+        phase = self._phase
+        if phase == WAIT:
+            self._phase, self._since = IDLE, self.loop.time()
+        elif phase == BODY and self.cycle.response_complete:
+            self._drain_left = self._edge.drain_bytes  # and the body deadline still runs
+
+    def _close_after_answer(self) -> None:
+        """Close once an answer is out: at once, or, when the request's body or another
+        request is still coming, lingering."""
+        if self._phase in (HEAD, BODY, DISCARD):
+            self._linger()
+        elif not self.transport.is_closing():
+            self.transport.close()
+
+    def _linger(self) -> None:
+        """Shut our side for writing (after what is queued: the answer) and drop whatever
+        arrives, until the client closes, drain_max_bytes have arrived or drain_seconds
+        have passed: a close with unread data would reset the connection, and a client
+        still sending would lose the answer."""
+        transport = self.transport
+        if self._phase >= LINGER or transport.is_closing():
+            return
+        self._phase, self._since = LINGER, self.loop.time()
+        self._drain_left = self._edge.drain_bytes
+        if self.flow is not None:
+            self.flow.resume_reading()
+        if not transport.can_write_eof() or self._edge.drain_seconds <= 0:
+            transport.close()
+            return
+        transport.write_eof()
+        self._rearm(self._since + self._edge.drain_seconds)
+
+    def _rearm(self, when: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self.loop.call_at(when, self._on_timer)
+
+    def _on_timer(self) -> None:
+        """The connection's one timer: acts on an overdue phase, or looks again when the
+        current phase's deadline (or the next tick) comes."""
+        self._timer = None
+        if self.transport.is_closing():
+            return
+        now = self.loop.time()
+        phase, edge = self._phase, self._edge
+        if phase == IDLE:
+            due: float | None = self._since + self.timeout_keep_alive
+        elif phase == HEAD:
+            due = self._since + edge.header_timeout
+        elif phase == BODY:
+            # Not while reading is paused: then it is us, not the client, who is slow.
+            due = None if self.flow.read_paused else self._since + edge.body_timeout
+        elif phase == DISCARD:
+            due = None if self._in_flight() else self._since + edge.drain_seconds
+        elif phase == WAIT:
+            due = None
+        else:
+            due = self._since + (edge.drain_seconds if phase == LINGER
+                                 else min(1.0, edge.drain_seconds))
+        if due is not None and now >= due:
+            self._expire(phase)
+            return
+        self._timer = self.loop.call_at(
+            now + self._tick if due is None else min(due, now + self._tick), self._on_timer)
+
+    def _in_flight(self) -> bool:
+        cycle = self.cycle
+        return cycle is not None and not cycle.response_complete
+
+    def _expire(self, phase: int) -> None:
+        edge = self._edge
+        if phase == HEAD:
+            self._shed(408, "request_timeout", "the request's headers did not arrive within "
+                       f"{edge.header_timeout:g} s")
+        elif phase == BODY:
+            self._shed(408, "request_timeout", "the request's body did not arrive within "
+                       f"{edge.body_timeout:g} s")
+        else:  # idle past the keep-alive wait, or done lingering
+            self.transport.close()
+
+    def _shed(self, status: int, code: str, message: str, **headers: str) -> None:
+        """Close a connection whose client is still sending a request (too slowly, or the
+        connection cap needs its place), answering `status` unless an answer is already
+        on its way, which is let out first."""
+        cycle = self.cycle
+        if self._phase == HEAD and self._in_flight():  # a request pipelined behind one
+            cycle.keep_alive = False  # whose answer goes out first, then the connection closes
+            self._phase, self._since = DISCARD, self.loop.time()
+            return
+        if cycle is not None and self._phase == BODY:
+            started = cycle.response_started
+            cycle.disconnected = True  # the app's receive() ends; nothing more is written
+            cycle.message_event.set()
+            if started:
+                self.transport.close()
+                return
+        self.transport.write(self._error(status, code, message, headers))
+        self.transport.close()
+
+    def _refuse_head(self, *, too_many: bool) -> None:
+        """431 for a head past the limits, then the connection closes (lingering: the
+        client may still be sending it)."""
+        from app.kit import edge as limits
+
+        exc = limits.too_many_headers(self._edge) if too_many else \
+            limits.head_too_large(self._edge)
+        if self._in_flight():  # the answer before it goes out first, then the close
+            self.cycle.keep_alive = False
+            self._phase, self._since = DISCARD, self.loop.time()
+            return
+        self.transport.write(self._error(exc.status, exc.code, exc.message, None,
+                                         exc.details))
+        self._linger()
+
+    def _evict(self) -> bool:
+        """At the cap: close the connections that have waited longest on their clients, a
+        few at a time; False when none is waiting on its client (every one waits for an
+        answer of ours) and the new one must be refused. First those only waiting to
+        close, then those still sending a request (oldest first: a slow client's), then
+        those idle after an answer, and new ones that have sent nothing yet last (a client
+        that just connected has had no chance to send its request)."""
+        candidates = []
+        for other in self.connections:
+            phase = getattr(other, "_phase", WAIT)
+            if phase == WAIT or phase == DISCARD or other.transport.is_closing():
+                continue
+            if phase == BODY and other.flow.read_paused:
+                continue  # waiting on us, not on its client
+            if phase == HEAD and other._in_flight():
+                continue
+            rank = (0 if phase == LINGER else 1 if phase != IDLE
+                    else 2 if other.cycle is not None else 3)  # (no cycle: nothing sent yet)
+            candidates.append((rank, other._since, id(other), other))
+        if not candidates:
+            return False
+        batch = max(1, self._edge.max_connections // 64)
+        for _, _, _, other in heapq.nsmallest(batch, candidates):
+            self.connections.discard(other)  # its place is free now
+            other._evicted()
+        return True
+
+    def _evicted(self) -> None:
+        if self._phase in (HEAD, BODY):
+            self._shed(503, "unavailable", "the server is at its connection limit and this "
+                       "connection waited longest for its client; retry", **{"Retry-After": "1"})
+        else:
+            self.transport.close()
+
+    def _refuse_connection(self, transport: Any) -> None:
+        """Past the cap with no connection to close: 503 at once, before the request is
+        read; our side is then shut and what arrives dropped for up to a second (so the
+        client reads the 503, not a reset), unless too many refusals wait already."""
+        self.transport = transport
+        edge = self._edge
+        now = time.monotonic()
+        if now - _warned[0] > 10:
+            _warned[0] = now
+            self.logger.warning("connection limit (%d per worker) reached: refusing new "
+                                "connections with 503 (TOOLGATE_MAX_CONNECTIONS)",
+                                edge.max_connections)
+        transport.write(self._error(503, "unavailable", "the server is at its connection "
+                                    f"limit ({edge.max_connections}); retry", {
+                                        "Retry-After": "1"}))
+        if _refusals[0] >= edge.lingering_refusals or not transport.can_write_eof():
+            transport.close()
+            return
+        _refusals[0] += 1
+        self._phase, self._since = REFUSED, self.loop.time()
+        self._drain_left = min(edge.drain_bytes, HIGH_WATER_LIMIT)
+        transport.write_eof()
+        self._timer = self.loop.call_at(self._since + min(1.0, edge.drain_seconds),
+                                        self._on_timer)
+
+    def _error(self, status: int, code: str, message: str, headers: dict[str, str] | None,
+               details: dict[str, Any] | None = None) -> bytes:
+        """An answer in the one envelope, with `connection: close`. Rendered once per
+        kind (a refusal at the cap may be answered many times a second): only uvicorn's
+        default lines (the date) are added each time."""
+        key = (status, code, message, tuple((headers or {}).items()),
+               tuple((details or {}).items()))
+        rendered = _rendered.get(key)
+        if rendered is None:
+            from app.kit.handlers import envelope
+
+            response = envelope(status, code, message, details, headers=headers or None)
+            rendered = b"".join([b"%s: %s\r\n" % pair for pair in response.raw_headers]
+                                + [b"connection: close\r\n\r\n", response.body])
+            if len(_rendered) >= 64:
+                _rendered.clear()
+            _rendered[key] = rendered
+        return b"".join((STATUS_LINE[status], self._defaults(), rendered))

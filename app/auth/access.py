@@ -1,6 +1,7 @@
 """The two steps every authenticated request takes, shared by the FastAPI dependencies
-(app/auth/deps.py) and the hot path (app/authorize/hotpath.py): read the bearer secret,
-and check the key's role against the route's rule (app/auth/roles.py)."""
+(app/auth/deps.py) and the hot path (app/authorize/hotpath.py): read the bearer secret
+(refusing a request with more than one Authorization header), and check the key's role
+against the route's rule (app/auth/roles.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,30 @@ from app.auth.roles import Rule, rule_for
 from app.kit.errors import Forbidden, Unauthorized
 
 MISSING = "missing API key: send 'Authorization: Bearer <key>'"
+TWO_KEYS = "more than one Authorization header: send exactly one"
+_AUTHORIZATION = b"authorization"
+
+
+def authorization(headers: list[tuple[bytes, bytes]]) -> bytes:
+    """The request's one Authorization header value (ASGI headers: lower-case names), b""
+    when there is none; Unauthorized naming the header when there are several. Servers
+    and frameworks disagree on which of several to read (the first, the last, all joined),
+    so a request that sends two is refused rather than read either way."""
+    found = None
+    for name, value in headers:
+        if name == _AUTHORIZATION:
+            if found is not None:
+                raise Unauthorized(TWO_KEYS, header="Authorization")
+            found = value
+    return b"" if found is None else found
+
+
+def one_authorization(headers: list[tuple[bytes, bytes]], by_name: dict[bytes, bytes]) -> None:
+    """Unauthorized (as `authorization`) when the request sent several Authorization
+    headers; `by_name` is dict(headers), which keeps only the last of each name. Costs a
+    length comparison unless some header name repeats."""
+    if len(by_name) != len(headers):
+        authorization(headers)
 
 
 def bearer_secret(header: str | None) -> str:

@@ -11,7 +11,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from app.auth.access import bearer_secret, require_role
+from app.auth.access import authorization, bearer_secret, require_role
 from app.auth.keys import Authenticator, KeyCache, Principal
 from app.auth.ratelimit import RateLimiter
 from app.kit.errors import NotFound
@@ -44,15 +44,20 @@ async def authenticate(
     if early is not None:  # JSONRoute authenticated before reading the body
         return early
     # `bearer` documents the scheme in OpenAPI; the header is read as the hot path reads it.
-    return await _principal(request, bearer_secret(request.headers.get("authorization")))
+    return await _principal(request, _secret(request))
 
 
 async def authenticate_early(request: Request) -> None:
     """For routes with a JSON body: FastAPI parses the body before it solves dependencies,
     so without this a caller with no key would learn about its malformed JSON (422)
     instead of being refused (401)."""
-    secret = bearer_secret(request.headers.get("authorization"))
-    request.state.principal = await _principal(request, secret)
+    request.state.principal = await _principal(request, _secret(request))
+
+
+def _secret(request: Request) -> str:
+    """The bearer secret of the request's one Authorization header (401 for none, or for
+    several: app/auth/access.py)."""
+    return bearer_secret(authorization(request.scope["headers"]).decode("latin-1"))
 
 
 async def _principal(request: Request, secret: str) -> Principal:

@@ -23,6 +23,7 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.auth import repository as repo
+from app.auth.repository import CREATED
 from app.auth.roles import Role
 from app.kit.errors import Unauthorized
 from app.kit.singleflight import SharedReads
@@ -96,6 +97,15 @@ class KeyCache:
     steady traffic an entry is renewed before it expires and no request waits for the
     database. The bound is unchanged: an entry is never used more than `ttl` seconds after
     the read that produced it began.
+
+    Key hashes the database did not know (or knew as revoked) are remembered too, for the
+    same ttl, so a client repeating a bogus or revoked key costs no database read each time
+    (`missed`). A key created meanwhile must not be refused for long: its creation drops
+    those entries (`forget_misses`: when the creating transaction commits, and on every
+    other process by NOTIFY on PostgreSQL), and a read that began before it does not store
+    its answer. Without NOTIFY a new key could be refused for at most `ttl` on another
+    process, and only if its secret had been presented before it existed. Both kinds of
+    entry are keyed by a fixed-size hash and bounded in number, so in bytes too.
     """
 
     def __init__(self, *, ttl: float, capacity: int = 10_000,
@@ -104,6 +114,7 @@ class KeyCache:
         self.capacity = capacity
         self._clock = clock
         self._entries: dict[str, tuple[Principal, float]] = {}
+        self._misses: dict[str, float] = {}  # key hash -> when the read that missed began
         self._renewing: set[str] = set()
         self.generation = 0
 
@@ -140,18 +151,57 @@ class KeyCache:
         if len(self._entries) >= self.capacity and key_hash not in self._entries:
             del self._entries[next(iter(self._entries))]
         self._entries[key_hash] = (principal, self._clock() if read_at is None else read_at)
+        self._misses.pop(key_hash, None)
 
     def drop(self, key_hash: str) -> None:
         self._entries.pop(key_hash, None)
 
+    def missed(self, key_hash: str) -> bool:
+        """Whether a read that began less than `ttl` ago found no valid key for this hash."""
+        read_at = self._misses.get(key_hash)
+        if read_at is None:
+            return False
+        if self._clock() - read_at >= self.ttl:
+            del self._misses[key_hash]
+            return False
+        return True
+
+    def put_miss(self, key_hash: str, *, generation: int, read_at: float | None = None) -> None:
+        """Remember that a read that began at `read_at` found no valid key for this hash."""
+        if generation != self.generation or self.ttl <= 0 or self.capacity <= 0:
+            return
+        self._entries.pop(key_hash, None)
+        if len(self._misses) >= self.capacity and key_hash not in self._misses:
+            del self._misses[next(iter(self._misses))]
+        self._misses[key_hash] = self._clock() if read_at is None else read_at
+
     def clear(self, _payload: Any = None) -> None:
         self.generation += 1
         self._entries.clear()
+        self._misses.clear()
+
+    def forget_misses(self, _payload: Any = None) -> None:
+        """A key was created: forget the hashes found unknown (and let no read that began
+        before store what it found)."""
+        self.generation += 1
+        self._misses.clear()
+
+    def notified(self, payload: str | None) -> None:
+        """A message on the keys channel (app/auth/repository.py): a key was created, or
+        revoked, or (None) the listener may have missed messages."""
+        if payload is not None and payload.startswith(CREATED):
+            self.forget_misses()
+        else:
+            self.clear()
 
     def clear_on_commit(self, session: AsyncSession) -> None:
         """Clear once `session`'s transaction has committed (a lookup between the change and
         its commit would still read the key as valid)."""
         event.listen(session.sync_session, "after_commit", self.clear, once=True)
+
+    def forget_misses_on_commit(self, session: AsyncSession) -> None:
+        """forget_misses once `session`'s transaction (which creates a key) has committed."""
+        event.listen(session.sync_session, "after_commit", self.forget_misses, once=True)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -197,6 +247,8 @@ class Authenticator:
             return ADMIN
         principal = self.cache.get(key_hash)
         if principal is None:
+            if self.cache.missed(key_hash):  # read lately and found unknown or revoked
+                raise Unauthorized(INVALID)
             return None
         if self.cache.due(key_hash):
             task = asyncio.get_running_loop().create_task(self._renew(key_hash))
@@ -218,6 +270,7 @@ class Authenticator:
         # anything about a key; the final check is constant-time all the same.
         if row is None or not hmac.compare_digest(row.key_hash, key_hash) \
                 or row.revoked_at is not None:
+            self.cache.put_miss(key_hash, generation=generation, read_at=read_at)
             raise Unauthorized(INVALID)
         principal = Principal(
             key_id=row.id, role=Role(row.role),

@@ -11,8 +11,11 @@ from app.auth.tables import ApiKey
 from app.store.base import utcnow
 from app.store.engine import get_locked
 
-# LISTEN/NOTIFY channel: a message means "a key changed, drop cached keys" (app/kit/notify.py).
+# LISTEN/NOTIFY channel: a message means "a key changed, drop cached keys" (app/kit/notify.py):
+# its payload is a revoked key's id, or CREATED + the id of a new key (whose hash may be
+# remembered as unknown: KeyCache.notified).
 KEYS_CHANNEL = "toolgate_keys"
+CREATED = "created:"
 
 
 async def get_by_hash(session: AsyncSession, key_hash: str) -> ApiKey | None:
@@ -35,8 +38,10 @@ async def list_keys(session: AsyncSession) -> list[ApiKey]:
 
 
 async def insert(session: AsyncSession, key: ApiKey) -> None:
+    """Insert, and on PostgreSQL tell every listening process at commit (as `revoke`)."""
     session.add(key)
     await session.flush()
+    await _notify(session, CREATED + key.id)
 
 
 async def revoke(session: AsyncSession, key: ApiKey, *, by: str | None) -> None:
@@ -44,9 +49,13 @@ async def revoke(session: AsyncSession, key: ApiKey, *, by: str | None) -> None:
     NOTIFY is delivered at commit, so nobody hears of a revocation that rolled back."""
     key.revoked_at, key.revoked_by = utcnow(), by
     await session.flush()
+    await _notify(session, key.id)
+
+
+async def _notify(session: AsyncSession, payload: str) -> None:
     if session.bind.dialect.name == "postgresql":
         await session.execute(text("SELECT pg_notify(:channel, :payload)"),
-                              {"channel": KEYS_CHANNEL, "payload": key.id})
+                              {"channel": KEYS_CHANNEL, "payload": payload})
 
 
 async def count_usable_admins(session: AsyncSession, now: datetime) -> int:

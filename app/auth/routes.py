@@ -41,13 +41,15 @@ def _audited(row: ApiKey) -> dict[str, Any]:
 
 @router.post("/keys", response_model=KeyCreated, status_code=201, responses=errors(409),
              summary="Create a key; the secret is in this answer only")
-async def create_key(body: KeyIn, session: Session, caller: CallerDep) -> dict:
+async def create_key(body: KeyIn, session: Session, key_cache: KeyCacheDep,
+                     caller: CallerDep) -> dict:
     secret = new_secret()
     row = ApiKey(id=new_key_id(), name=body.name, role=body.role, projects=body.projects,
                  key_hash=hash_secret(secret), prefix=display_prefix(secret),
                  created_at=utcnow(), created_by=caller.key_id, expires_at=body.expires_at,
                  stateless=body.stateless, principal=body.principal)
     await repo.insert(session, row)
+    key_cache.forget_misses_on_commit(session)  # its hash may have been refused lately
     await audit_change(session, caller, resource="key", name=row.id, operation="create",
                        before=None, after=_audited(row))
     return {**_key(row), "key": secret}

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from app.auth.access import bearer_secret, require_role
+from app.auth.access import bearer_secret, one_authorization, require_role
 from app.auth.keys import hash_secret
 from app.auth.roles import rule_for
 from app.authorize.service import Authorizer
@@ -85,6 +85,7 @@ class FastAuthorize:
         # cached plan awaits only its body and its record's commit.
         try:
             headers = dict(scope["headers"])
+            one_authorization(scope["headers"], headers)  # 401 for two Authorization headers
             refuse_declared(headers.get(b"content-length"), self.limit)
             message = await receive()
             if message["type"] == "http.request" and not message.get("more_body", False):
@@ -95,10 +96,16 @@ class FastAuthorize:
                 raw = await body_from(message, receive, self.limit)
                 if raw is None:
                     return  # the client went away
-            key_hash = _key_hash(headers.get(b"authorization", b""))
+            header = headers.get(b"authorization", b"")
+            key_hash = _HASHES.get(header)
+            new = key_hash is None
+            if new:
+                key_hash = _key_hash(header)
             principal = self.authenticator.remembered(key_hash)
             if principal is None:
                 principal = await self.authenticator.look_up(key_hash)
+            if new:
+                _remember_hash(header, key_hash)
             if self.rate_limiter is not None and not scope.get(TOKEN_TAKEN):
                 self.rate_limiter.take(principal.key_id)
             require_role(principal, "POST", PATH, _RULE)
@@ -145,10 +152,16 @@ class FastAuthorize:
         if authorizer is None or len(raw) > self.limit:
             return None
         try:
-            principal = self.authenticator.remembered(
-                _key_hash(headers.get(b"authorization", b"")))
+            header = headers.get(b"authorization", b"")
+            key_hash = _HASHES.get(header)
+            new = key_hash is None
+            if new:
+                key_hash = _key_hash(header)
+            principal = self.authenticator.remembered(key_hash)
             if principal is None:
                 return None
+            if new:
+                _remember_hash(header, key_hash)
             if self.rate_limiter is not None:
                 self.rate_limiter.take(principal.key_id)
                 marks[TOKEN_TAKEN] = True
@@ -300,19 +313,33 @@ def _caller(key_id: str | None) -> Caller:
     return Caller(key_id=key_id)
 
 
-# Authorization header -> its key's hash, for the headers seen lately: SHA-256 costs more
-# than the rest of authentication. Bounded; forgotten all at once when full (a key's
-# validity is the key cache's business: this only remembers a pure function's results).
+# Authorization header -> its key's hash, for the headers of valid keys seen lately:
+# SHA-256 costs more than the rest of authentication. Only a header whose key was valid is
+# kept (a client sending a new bogus key on every request adds nothing here), only headers
+# of a plausible size, and the whole is bounded in entries and in bytes: forgotten all at
+# once when either bound is reached. A key's validity is the key cache's business: this
+# only remembers a pure function's results.
 _HASHES: dict[bytes, str] = {}
 _HASHES_MAX = 1024
+_HASHES_MAX_BYTES = 256 * 1024
+_HASHES_MAX_HEADER = 512  # a key is 46 characters; the admin token may be longer
+_hashes_bytes = 0
 
 
 def _key_hash(header: bytes) -> str:
     known = _HASHES.get(header)
     if known is not None:
         return known
-    secret = bearer_secret(header.decode("latin-1"))
-    if len(_HASHES) >= _HASHES_MAX:
+    return hash_secret(bearer_secret(header.decode("latin-1")))
+
+
+def _remember_hash(header: bytes, key_hash: str) -> None:
+    """Keep `header`'s hash for next time: called once its key was found valid."""
+    global _hashes_bytes
+    if header in _HASHES or len(header) > _HASHES_MAX_HEADER:
+        return
+    if len(_HASHES) >= _HASHES_MAX or _hashes_bytes + len(header) > _HASHES_MAX_BYTES:
         _HASHES.clear()
-    key_hash = _HASHES[header] = hash_secret(secret)
-    return key_hash
+        _hashes_bytes = 0
+    _HASHES[header] = key_hash
+    _hashes_bytes += len(header)

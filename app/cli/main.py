@@ -62,6 +62,9 @@ def serve(
     if settings.is_sqlite:
         _bootstrap_admin_key(settings)
     workers = workers or settings.workers
+    from app.kit.edge import raise_open_file_limit
+
+    raise_open_file_limit()  # the workers inherit it; the connection cap is fitted to it
     with _shared_writer(settings, workers):
         uvicorn.run(
             "app.main:create_app",
@@ -72,8 +75,22 @@ def serve(
             log_level=settings.log_level,
             access_log=settings.access_log,
             proxy_headers=False,
-            http=_http_protocol(settings),
+            **_edge_options(settings),
         )
+
+
+def _edge_options(settings: Settings) -> dict[str, object]:
+    """The HTTP protocol and the edge's settings uvicorn applies itself: the keep-alive
+    wait, and under uvicorn's own protocol the connection cap as its `limit_concurrency`
+    (the plug-in enforces the cap and the other limits itself: app/kit/edge.py)."""
+    from app.kit.edge import connection_cap
+
+    http = _http_protocol(settings)
+    options: dict[str, object] = {"http": http,
+                                  "timeout_keep_alive": settings.keep_alive_seconds}
+    if http == "httptools":
+        options["limit_concurrency"] = connection_cap(settings)
+    return options
 
 
 def _http_protocol(settings: Settings) -> str:

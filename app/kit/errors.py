@@ -42,6 +42,16 @@ class PayloadTooLarge(ToolgateError):
     code = "payload_too_large"
 
 
+class RequestTimeout(ToolgateError):
+    status = 408
+    code = "request_timeout"
+
+
+class HeadersTooLarge(ToolgateError):
+    status = 431
+    code = "headers_too_large"
+
+
 class Unauthorized(ToolgateError):
     status = 401
     code = "unauthorized"

@@ -19,6 +19,7 @@ from app.auth.roles import PERMISSIONS, PUBLIC, ROUTES, Role, rule_for
 from app.auth.tables import ApiKey
 from app.main import create_app
 from app.tables import metadata
+from tests.conftest import ADMIN_TOKEN
 
 WRITER = {"capability": {"writes": True, "checkpointable": True, "unsafe": False},
           "safety_category": "safe"}
@@ -151,7 +152,8 @@ async def test_every_route_refuses_missing_revoked_expired_and_wrong_keys(client
     before = await _snapshot(state.sessions)
     failures: list[str] = []
 
-    async def expect(method: str, template: str, headers: dict, status: int, why: str) -> None:
+    async def expect(method: str, template: str, headers: dict | list, status: int,
+                     why: str) -> None:
         body = BODIES.get((method, template), {})
         kwargs = {} if method in ("GET", "DELETE") else {"json": body}
         r = await client.request(method, _fill(template, values), headers=headers, **kwargs)
@@ -170,6 +172,9 @@ async def test_every_route_refuses_missing_revoked_expired_and_wrong_keys(client
                      "with another scheme")
         await expect(method, template, bearer(revoked["key"]), 401, "with a revoked key")
         await expect(method, template, bearer(expired["key"]), 401, "with an expired key")
+        for pair in ([ADMIN_TOKEN, "tg_" + "x" * 43], ["tg_" + "x" * 43, ADMIN_TOKEN]):
+            await expect(method, template, [("Authorization", f"Bearer {k}") for k in pair],
+                         401, "with two Authorization headers")
         _, rule = rule_for(method, template)
         for role in Role:
             if role not in rule.roles:
