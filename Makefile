@@ -1,16 +1,27 @@
 # One command per chore. `make run` serves on the embedded SQLite default; `make test` runs
-# the whole suite. Both create the virtual environment and install what they need.
+# the whole suite. Both create the virtual environment and install exactly what uv.lock
+# holds (uv, itself pinned here, is installed from PyPI into .uv/ the first time).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+UV_VERSION := 0.13.9
+UV := .uv/bin/uv
+# uv installs into $(VENV) with the interpreter above; it never downloads a Python.
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: run test lint migrate bench clean
+.PHONY: install run test lint lock migrate bench image clean
 
-$(STAMP): pyproject.toml clients/python/pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]' -e ./clients/python
+$(UV):
+	$(PYTHON) -m venv .uv
+	.uv/bin/python -m pip install --quiet uv==$(UV_VERSION)
+
+# Re-installs whenever the lock or a pyproject changes. --locked: a pyproject whose
+# dependencies no longer match uv.lock is an error (run `make lock`), never a silent
+# re-resolution.
+$(STAMP): uv.lock pyproject.toml clients/python/pyproject.toml | $(UV)
+	$(UV) sync --locked --extra dev --python $(PYTHON)
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -22,11 +33,23 @@ migrate: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest tests clients/python/tests
 
+# Only the install step (what `run` and `test` do first).
+install: $(STAMP)
+
 lint: $(STAMP)
 	$(BIN)/ruff check app toolgate_uvicorn tests migrations clients/python bench
+	$(BIN)/hadolint Dockerfile
+
+# After changing dependencies in a pyproject: resolve again and write uv.lock.
+lock: | $(UV)
+	$(UV) lock --python $(PYTHON)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
+# The service image (docs/deployment.md); BASE=... builds on another base image.
+image:
+	docker build $(if $(BASE),--build-arg BASE=$(BASE)) -t toolgate .
+
 clean:
-	rm -rf $(VENV) toolgate.db toolgate.db-wal toolgate.db-shm
+	rm -rf $(VENV) .uv toolgate.db toolgate.db-wal toolgate.db-shm
