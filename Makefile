@@ -44,7 +44,9 @@ lint: $(STAMP)
 lock: | $(UV)
 	$(UV) lock --python $(PYTHON)
 
+# The benchmarks also need the `bench` group (cedarpy, py-spy), locked like the rest.
 bench: $(STAMP)
+	$(UV) sync --locked --extra dev --group bench --python $(PYTHON)
 	$(BIN)/python bench/run.py
 
 # The service image (docs/deployment.md); BASE=... builds on another base image.

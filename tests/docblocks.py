@@ -15,8 +15,10 @@ block runs COMMAND first (what the reader has already: their own policy file, sa
 - `python`: the blocks of one page run in order in one namespace, in one process, after
   the page's shell and console blocks.
 
-In every block, the docs' address (`127.0.0.1:8000`, `localhost:8000`) becomes the served
-instance's.
+The pages: README.md, docs/*.md and clients/python/README.md. In every block, the docs'
+address (`127.0.0.1:8000`, `localhost:8000`) becomes the served instance's. Blocks run for
+real, as the reader would run them: a command that installs or changes the machine needs a
+skip marker.
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ from tests.docblocks import Block
 from tests.serving import TOOLGATE, serve, stop
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+         ROOT / "clients" / "python" / "README.md"]
 CLIENT_SRC = ROOT / "clients" / "python" / "src"
 SEP = "@@doc-test-step@@"
 SHELL_PREAMBLE = 'curl() { command curl --silent --show-error --fail-with-body "$@"; }\n'
