@@ -1,17 +1,27 @@
 # One command per chore. `make run` serves on the embedded SQLite default; `make test` runs
-# the whole suite (`make test-fast`: all but the slow end-to-end tests). They create the
-# virtual environment and install what they need.
+# the whole suite (`make test-fast`: all but the slow end-to-end tests). Both create the virtual environment and install exactly what uv.lock
+# holds (uv, itself pinned here, is installed from PyPI into .uv/ the first time).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+UV_VERSION := 0.13.9
+UV := .uv/bin/uv
+# uv installs into $(VENV) with the interpreter above; it never downloads a Python.
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: run test test-fast lint migrate bench clean
+.PHONY: install run test test-fast lint lock migrate bench image clean
 
-$(STAMP): pyproject.toml clients/python/pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]' -e ./clients/python
+$(UV):
+	$(PYTHON) -m venv .uv
+	.uv/bin/python -m pip install --quiet uv==$(UV_VERSION)
+
+# Re-installs whenever the lock or a pyproject changes. --locked: a pyproject whose
+# dependencies no longer match uv.lock is an error (run `make lock`), never a silent
+# re-resolution.
+$(STAMP): uv.lock pyproject.toml clients/python/pyproject.toml | $(UV)
+	$(UV) sync --locked --extra dev --python $(PYTHON)
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -23,10 +33,10 @@ migrate: $(STAMP)
 PYTEST := $(BIN)/python -m pytest
 
 # Two runs that between them hold every test once: first all but the tests marked `slow`
-# (pyproject.toml: end to end, real `toolgate serve` processes started and killed), then
-# those. Either failing fails `make test` (make stops at the first failing line). Exit 5,
-# no test selected, fails the first run; the second's is no failure: with no test marked
-# slow, every test has run in the first.
+# (pyproject.toml: end to end, real `toolgate serve` processes started and killed, image
+# builds, the OpenAPI contract run), then those. Either failing fails `make test` (make
+# stops at the first failing line). Exit 5, no test selected, fails the first run; the
+# second's is no failure: with no test marked slow, every test has run in the first.
 test: $(STAMP)
 	$(PYTEST) -m "not slow" tests clients/python/tests
 	$(PYTEST) -m slow tests || [ $$? -eq 5 ]
@@ -34,11 +44,25 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(PYTEST) -m "not slow" tests clients/python/tests
 
+# Only the install step (what `run` and `test` do first).
+install: $(STAMP)
+
 lint: $(STAMP)
 	$(BIN)/ruff check app toolgate_uvicorn tests migrations clients/python bench
+	$(BIN)/hadolint Dockerfile
 
+# After changing dependencies in a pyproject: resolve again and write uv.lock.
+lock: | $(UV)
+	$(UV) lock --python $(PYTHON)
+
+# The benchmarks also need the `bench` group (cedarpy, py-spy), locked like the rest.
 bench: $(STAMP)
+	$(UV) sync --locked --extra dev --group bench --python $(PYTHON)
 	$(BIN)/python bench/run.py
 
+# The service image (docs/deployment.md); BASE=... builds on another base image.
+image:
+	docker build $(if $(BASE),--build-arg BASE=$(BASE)) -t toolgate .
+
 clean:
-	rm -rf $(VENV) toolgate.db toolgate.db-wal toolgate.db-shm
+	rm -rf $(VENV) .uv toolgate.db toolgate.db-wal toolgate.db-shm

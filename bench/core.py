@@ -144,7 +144,7 @@ def record_prepare(profile: SafetyProfile) -> Callable[[], object]:
 
 def ensure_cedarpy() -> str | None:
     """None when cedarpy imports (installing it into this venv if needed), else why not.
-    A benchmark-only dependency: it is not in pyproject.toml."""
+    A benchmark-only dependency: pyproject.toml's `bench` group, which `make bench` installs."""
     try:
         import cedarpy  # noqa: F401
         return None

@@ -22,7 +22,7 @@ def free_port() -> int:
 
 
 def serve(env: dict[str, str], log: Path, *, workers: int = 1,
-          timeout: float = 60) -> tuple[subprocess.Popen, str]:
+          timeout: float = 60, cwd: Path | None = None) -> tuple[subprocess.Popen, str]:
     port = free_port()
     # Only the settings the test gives: nothing TOOLGATE_* leaks in from the environment.
     full = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}
@@ -30,7 +30,7 @@ def serve(env: dict[str, str], log: Path, *, workers: int = 1,
     with open(log, "ab") as out:
         proc = subprocess.Popen(
             [TOOLGATE, "serve", "--port", str(port), "--workers", str(workers)],
-            env=full, stdout=out, stderr=subprocess.STDOUT)
+            env=full, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
     while True:

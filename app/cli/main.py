@@ -142,13 +142,22 @@ def _shared_writer(settings: Settings, workers: int) -> Iterator[None]:
 
 
 def _bootstrap_admin_key(settings: Settings) -> None:
+    """The first admin key: shown once on a terminal (`make run`); where standard output is
+    not one (a container's log, a service manager's journal), only the file that holds it is
+    named, so the secret never lands in a log."""
     from app.auth.bootstrap import bootstrap_admin_key
 
     made = bootstrap_admin_key(settings)
-    if made is not None:
+    if made is None:
+        return
+    if sys.stdout.isatty():
         typer.echo(f"toolgate: created the first admin key ({made.key_id}); it is printed only "
                    f"this once:\n\n    {made.secret}\n\nand saved to {made.path} (mode 0600). "
                    "Send it as 'Authorization: Bearer <key>' (docs/auth.md).\n")
+    else:
+        typer.echo(f"toolgate: created the first admin key ({made.key_id}) and saved it to "
+                   f"{made.path} (mode 0600); not printed, as standard output is not a "
+                   "terminal. Send it as 'Authorization: Bearer <key>' (docs/auth.md).")
 
 
 @cli.command("safety-test")

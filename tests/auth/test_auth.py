@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -630,7 +631,9 @@ def test_first_serve_creates_an_admin_key_file_readable_only_by_its_owner(tmp_pa
     try:
         secret = key_file.read_text().strip()
         assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
-        assert secret.startswith("tg_") and secret in (tmp_path / "first.log").read_text()
+        log = (tmp_path / "first.log").read_text()
+        # Its standard output is a file, not a terminal: the log names the file, never the key.
+        assert secret.startswith("tg_") and secret not in log and str(key_file) in log
         r = httpx.get(f"{url}/v1/keys", headers=bearer(secret), timeout=10)
         assert r.status_code == 200
         assert [(k["name"], k["role"]) for k in r.json()["items"]] == [("bootstrap", "admin")]
@@ -646,6 +649,20 @@ def test_first_serve_creates_an_admin_key_file_readable_only_by_its_owner(tmp_pa
         assert [k["name"] for k in items] == ["bootstrap", "bot"]  # no second bootstrap key
     finally:
         stop(proc)
+
+
+def test_the_first_key_is_printed_only_on_a_terminal(tmp_path, sqlite_template, capsys,
+                                                    monkeypatch):
+    from app.cli.main import _bootstrap_admin_key
+
+    for name, terminal in (("log", False), ("tty", True)):
+        shutil.copyfile(sqlite_template, tmp_path / f"{name}.db")
+        monkeypatch.setattr(sys.stdout, "isatty", lambda terminal=terminal: terminal)
+        _bootstrap_admin_key(Settings(database_url=f"sqlite+aiosqlite:///{tmp_path}/{name}.db"))
+        out = capsys.readouterr().out
+        secret = (tmp_path / f"{name}.admin-key").read_text().strip()
+        assert str(tmp_path / f"{name}.admin-key") in out
+        assert (secret in out) is terminal, out
 
 
 async def test_the_admin_token_is_an_admin(client):

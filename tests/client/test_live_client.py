@@ -2,7 +2,7 @@
 
 Each server is `toolgate serve` in a subprocess on a free loopback port, with its own SQLite
 file and TOOLGATE_ADMIN_TOKEN set; every request carries that token. The suite needs the
-client installed (`pip install -e clients/python`, as `make test` does).
+client installed (`make test` installs it editable, from uv.lock).
 """
 
 from __future__ import annotations
