@@ -38,6 +38,7 @@ RULES_NOT_IN_THE_SCHEMA = [
     "GET /v1/plans", "POST /v1/plans", "POST /v1/resolve",
     "POST /v1/authorize-tool", "POST /v1/authorize-tools",
     "PUT /v1/config", "PUT /v1/projects/{project}", "PUT /v1/actions/{action_id}",
+    "PUT /v1/projects/{project}/settings",
     "PUT /v1/tools/{name}", "PUT /v1/skills/{name}", "POST /v1/skills/{name}/safety-test",
     "POST /v1/test", "POST /v1/keys", "GET /v1/decisions", "GET /v1/decisions/stats",
     "GET /v1/audit/export", "GET /v1/audit/verify",
