@@ -32,6 +32,11 @@ body is read and dropped, within bounds, and a connection closed with data still
 is closed the lingering way (our side shut for writing, what arrives dropped until the
 client closes or a bound is reached): closing at once would make the kernel reset the
 connection, and a client still sending would never read its answer.
+
+Why one module of ~650 lines: it is one subclass of uvicorn's protocol whose overrides
+(data_received, on_headers_complete, on_message_complete, timers, connection_lost) share
+per-connection state; the limits' policy (sizes, deadlines, the cap's choice of whom to
+close) is kept outside it, in app/kit/edge.py, and tested there and here.
 """
 
 from __future__ import annotations
