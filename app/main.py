@@ -26,7 +26,7 @@ from app.decisions.routes import router as decisions_router
 from app.decisions.writer.start import WRITER_SOCKET_ENV
 from app.health.routes import router as health_router
 from app.kit import handlers, openapi
-from app.kit.edge import EdgeLimits, check_head
+from app.kit.edge import HEAD_CHECKED, EdgeLimits, check_head
 from app.kit.middleware import BodyLimit
 from app.kit.notify import Notifier
 from app.plans.routes import router as plans_router
@@ -133,7 +133,7 @@ class ToolgateApp(FastAPI):
     edge: EdgeLimits = EdgeLimits()
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
+        if scope["type"] == "http" and HEAD_CHECKED not in scope:
             try:
                 check_head(scope, self.edge)
             except Exception as exc:

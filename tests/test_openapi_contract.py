@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import schemathesis  # a dev dependency (uv.lock): never skipped for its absence
 from hypothesis import HealthCheck, settings
-
-schemathesis = pytest.importorskip("schemathesis")
 
 from app.config import Settings  # noqa: E402
 from app.main import create_app  # noqa: E402

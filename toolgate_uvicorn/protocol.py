@@ -276,6 +276,9 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
         super().on_message_begin()  # a new scope, and url, headers, expect reset
         self.url, self.headers, self.expect_100_continue = url, headers, expect
         self.scope["headers"] = headers
+        # This head was counted against the edge's limits as it arrived (on_header): the
+        # app need not count it again (app/kit/edge.py HEAD_CHECKED).
+        self.scope["toolgate.head_checked"] = True
 
     def on_headers_complete(self) -> None:
         self._phase, self._since = BODY, self.loop.time()

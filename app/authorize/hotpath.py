@@ -75,6 +75,19 @@ class FastAuthorize:
             decision_log.after_ack = self.outbox
             self._log = decision_log
 
+    def _remembered(self, header: bytes) -> tuple[str, Any]:
+        """The key hash of an Authorization header, and its principal when memory knows the
+        key (None: only the database can tell). Both ways of answering start here. A
+        header's hash is kept for next time only once its key is known valid."""
+        key_hash = _HASHES.get(header)
+        if key_hash is not None:
+            return key_hash, self.authenticator.remembered(key_hash)
+        key_hash = _key_hash(header)
+        principal = self.authenticator.remembered(key_hash)
+        if principal is not None:
+            _remember_hash(header, key_hash)
+        return key_hash, principal
+
     @staticmethod
     def handles(scope: dict) -> bool:
         return scope["type"] == "http" and scope["path"] == PATH and scope["method"] == "POST"
@@ -97,14 +110,9 @@ class FastAuthorize:
                 if raw is None:
                     return  # the client went away
             header = headers.get(b"authorization", b"")
-            key_hash = _HASHES.get(header)
-            new = key_hash is None
-            if new:
-                key_hash = _key_hash(header)
-            principal = self.authenticator.remembered(key_hash)
+            key_hash, principal = self._remembered(header)
             if principal is None:
                 principal = await self.authenticator.look_up(key_hash)
-            if new:
                 _remember_hash(header, key_hash)
             if self.rate_limiter is not None and not scope.get(TOKEN_TAKEN):
                 self.rate_limiter.take(principal.key_id)
@@ -152,16 +160,9 @@ class FastAuthorize:
         if authorizer is None or len(raw) > self.limit:
             return None
         try:
-            header = headers.get(b"authorization", b"")
-            key_hash = _HASHES.get(header)
-            new = key_hash is None
-            if new:
-                key_hash = _key_hash(header)
-            principal = self.authenticator.remembered(key_hash)
+            _, principal = self._remembered(headers.get(b"authorization", b""))
             if principal is None:
                 return None
-            if new:
-                _remember_hash(header, key_hash)
             if self.rate_limiter is not None:
                 self.rate_limiter.take(principal.key_id)
                 marks[TOKEN_TAKEN] = True

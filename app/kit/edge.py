@@ -96,6 +96,11 @@ def head_size(scope: dict) -> int:
     return size
 
 
+# Set in the ASGI scope by the serving plug-in (toolgate_uvicorn), which counts the head as it
+# arrives: ToolgateApp then does not count it a second time.
+HEAD_CHECKED = "toolgate.head_checked"
+
+
 def check_head(scope: dict, limits: EdgeLimits) -> None:
     """HeadersTooLarge (431) for a head past TOOLGATE_MAX_HEADER_BYTES or with more than
     TOOLGATE_MAX_HEADERS headers."""
