@@ -108,6 +108,18 @@ class Settings(BaseSettings):
     # Whether non-admin keys may create plans with an inline safety_profile (admins always
     # may; docs/auth.md). Requests without plan_id are a key's property ("stateless": true).
     allow_inline_profiles: bool = False
+    # Approvals held by the service (SPEC §10, docs/approvals.md), for projects with
+    # approval_mode "server": how long a pending request waits for a person, and how many
+    # may wait per plan (past that, a denied call creates none).
+    approval_pending_ttl_seconds: int = Field(default=3600, ge=1, le=30 * 86400)
+    approval_max_pending_per_plan: int = Field(default=20, ge=1, le=10_000)
+    # Webhooks (docs/approvals.md "Webhooks"): each attempt's timeout, and how many
+    # attempts before a delivery is marked failed (backing off up to 5 minutes apart).
+    webhook_timeout_seconds: float = Field(default=10.0, gt=0, le=120)
+    webhook_max_attempts: int = Field(default=30, ge=1, le=1000)
+    # How often each process looks for new events, due deliveries and lapsed approvals.
+    webhook_poll_seconds: float = Field(default=0.5, gt=0, le=60)
+
     # Requests per second per key, a token bucket in each process's memory (None = off);
     # the burst defaults to max(1, rate).
     rate_limit_per_second: float | None = Field(default=None, gt=0)

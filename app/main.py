@@ -10,6 +10,9 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 
+from app.approvals.routes import router as approvals_router
+from app.approvals.service import CHANNEL as APPROVALS_CHANNEL
+from app.approvals.service import ApprovalService
 from app.auth.deps import AuthState, authorize
 from app.auth.keys import Authenticator, KeyCache
 from app.auth.ratelimit import RateLimiter
@@ -20,6 +23,7 @@ from app.authorize.hotpath import FastAuthorize
 from app.authorize.routes import batch_router
 from app.authorize.routes import router as decide_router
 from app.authorize.service import Authorizer
+from app.background import Background
 from app.config import Settings
 from app.decisions.log import DecisionLog
 from app.decisions.routes import router as decisions_router
@@ -38,6 +42,7 @@ from app.registry.routes import safety_test_router
 from app.registry.service import RegistryCache
 from app.store import migrate
 from app.store.engine import make_engine, make_sessionmaker
+from app.webhooks.routes import router as webhooks_router
 
 DESCRIPTION = """Policy decisions for AI agents: before every tool call an agent asks
 "may this tool run, in this plan, with this context?" and toolgate answers allow, or deny
@@ -68,7 +73,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         notifier.subscribe(KEYS_CHANNEL, key_cache.notified)
         registry = RegistryCache(ttl=settings.registry_ttl_seconds)
         notifier.subscribe(REGISTRY_CHANNEL, registry.invalidate)
-        await notifier.start()
         plans = PlanCache(settings.plan_cache_size)
         auth = AuthState(
             authenticator=Authenticator(sessions=sessions, cache=key_cache,
@@ -78,8 +82,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                      burst=settings.rate_limit_burst)
             if settings.rate_limit_per_second else None,
         )
+        approvals = ApprovalService(
+            sessions, pending_ttl_seconds=settings.approval_pending_ttl_seconds,
+            max_pending_per_plan=settings.approval_max_pending_per_plan,
+            notified=notifier.enabled)
+        notifier.subscribe(APPROVALS_CHANNEL, approvals.wake)
         authorizer = Authorizer(sessions=sessions, plans=plans, registry=registry,
-                                masked=settings.masked)
+                                masked=settings.masked, approvals=approvals)
+        await notifier.start()
+        background = Background(settings, sessions, approvals=approvals)
+        background.start()
         # Each feature's state under its own name; each feature's deps.py reads its own.
         state = app.state
         state.settings, state.engine, state.sessions = settings, engine, sessions
@@ -87,6 +99,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state.known_revisions = migrate.known_revisions(settings.database_url)
         state.auth, state.plans, state.registry = auth, plans, registry
         state.authorizer, state.decision_log, state.notifier = authorizer, decision_log, notifier
+        state.approvals, state.background = approvals, background
         if isinstance(app, ToolgateApp) and app.fast_path is not None:
             # The transport gets the decision log as its recorder, wired here.
             app.fast_path.attach(authorizer=authorizer, authenticator=auth.authenticator,
@@ -98,6 +111,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
+            await background.close()
             await notifier.close()
             if decision_log is not None:
                 await decision_log.close()
@@ -114,7 +128,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     keyed = openapi.errors(401, 403, 503, *([429] if settings.rate_limit_per_second else []))
     for router in (decide_router, batch_router, plans_router, config_router,
                    registry_router, safety_test_router, decisions_router,
-                   test_router, keys_router):
+                   test_router, keys_router, approvals_router, webhooks_router):
         openapi.document_inputs(router)
         app.include_router(router, dependencies=[Depends(authorize)], responses=keyed)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)

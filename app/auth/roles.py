@@ -66,6 +66,12 @@ PERMISSIONS: dict[str, Rule] = {
     "audit.verify": Rule(_roles(Role.AUDITOR), unscoped_only=True,
                          note="the whole chain: a scoped key gets 403"),
     "keys.manage": Rule(_roles()),
+    "approvals.read": Rule(_roles(Role.AGENT, Role.APPROVER, Role.AUDITOR),
+                           note="within the key's projects (lists filtered, others 404)"),
+    "approvals.decide": Rule(_roles(Role.APPROVER),
+                             note="within the key's projects, else 404; never an approval "
+                                  "requested by a key of the same principal (403)"),
+    "webhooks.manage": Rule(_roles(), note="webhooks and their deliveries (SPEC §10)"),
 }
 
 # Routes that never need a key.
@@ -124,6 +130,16 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", "/v1/keys"): "keys.manage",
     ("GET", "/v1/keys"): "keys.manage",
     ("DELETE", "/v1/keys/{key_id}"): "keys.manage",
+    ("GET", "/v1/approvals"): "approvals.read",
+    ("GET", "/v1/approvals/{approval_id}"): "approvals.read",
+    ("POST", "/v1/approvals/{approval_id}/grant"): "approvals.decide",
+    ("POST", "/v1/approvals/{approval_id}/reject"): "approvals.decide",
+    ("POST", "/v1/approvals/{approval_id}/cancel"): "approvals.decide",
+    ("GET", "/v1/webhooks"): "webhooks.manage",
+    ("GET", "/v1/webhooks/{name}"): "webhooks.manage",
+    ("PUT", "/v1/webhooks/{name}"): "webhooks.manage",
+    ("DELETE", "/v1/webhooks/{name}"): "webhooks.manage",
+    ("GET", "/v1/webhooks/{name}/deliveries"): "webhooks.manage",
 }
 
 # Unmapped routes: admins only (fail closed, still behind a key).

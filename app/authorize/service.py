@@ -7,6 +7,8 @@ from __future__ import annotations
 from time import perf_counter, time_ns
 from typing import Any
 
+from app.approvals.binding import binding, digests
+from app.approvals.service import ApprovalService
 from app.auth.keys import Principal
 from app.auth.scope import require_plan, stateless_forbidden
 from app.authorize.schemas import AuthorizeIn
@@ -27,14 +29,23 @@ class Authorizer:
     and the hot path (app/authorize/hotpath.py) run, with the caches they read. main.py
     builds it from each feature's state."""
 
-    __slots__ = ("sessions", "plans", "registry", "masked")
+    __slots__ = ("sessions", "plans", "registry", "masked", "approvals")
 
     def __init__(self, *, sessions: Any, plans: PlanCache, registry: RegistryCache,
-                 masked: frozenset[str]) -> None:
+                 masked: frozenset[str], approvals: ApprovalService | None = None) -> None:
         self.sessions = sessions
         self.plans = plans
         self.registry = registry
         self.masked = masked
+        self.approvals = approvals
+
+    def held(self, lock: PlanLock | None) -> bool:
+        """Whether check 6 of this plan asks the service's approvals (SPEC §10): its
+        profile requires human approval and its project's approval_mode is server. Only
+        those decisions leave the memory-only path."""
+        return (lock is not None and lock.safety.require_human_approval
+                and self.approvals is not None
+                and self.registry.project(lock.project).approval_mode == "server")
 
     def from_memory(self, request: AuthorizeIn | AuthorizeWire, principal: Principal,
                     caller: Caller) -> tuple[dict[str, Any], dict[str, Any]] | None:
@@ -46,6 +57,8 @@ class Authorizer:
                 self.sessions):
             return None
         check_scope(request, principal, lock)
+        if self.held(lock):
+            return None
         return decide_with(request, lock, registry=self.registry, masked=self.masked,
                            caller=caller)
 
@@ -56,8 +69,80 @@ class Authorizer:
         if decided is not None:
             return decided
         await check_authorize(request, principal, plans=self.plans, sessions=self.sessions)
-        return await decide(request, sessions=self.sessions, cache=self.plans,
-                            registry=self.registry, masked=self.masked, caller=caller)
+        started = perf_counter()
+        lock = None
+        if request.plan_id is not None:
+            lock = await self.plans.fetch(self.sessions, request.plan_id)
+        await self.registry.ensure_fresh(self.sessions)
+        if self.held(lock):
+            assert lock is not None and self.approvals is not None
+            return await decide_held(request, lock, principal, approvals=self.approvals,
+                                     registry=self.registry, masked=self.masked,
+                                     caller=caller, started=started)
+        return decide_with(request, lock, registry=self.registry, masked=self.masked,
+                           caller=caller, started=started)
+
+
+async def decide_held(request: AuthorizeIn | AuthorizeWire, lock: PlanLock,
+                      principal: Principal, *, approvals: ApprovalService,
+                      registry: RegistryCache, masked: frozenset[str], caller: Caller,
+                      started: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A decision whose check 6 asks the service's approvals (SPEC §10). Decided first
+    as if no approval existed: only when check 6 is the check that fails does it look for a
+    grant bound to this exact request. A grant makes check 6 pass; its use is taken (a
+    conditional update) only when the whole decision is then an allow, before the decision
+    is recorded (if recording fails: 503 and the use is forfeited). Otherwise the deny
+    names the binding's pending approval, created once, or its rejection."""
+    response, record = decide_with(request, lock, registry=registry, masked=masked,
+                                   caller=caller, started=started)
+    if response["allowed"] or record["code"] != "human_approval_required":
+        return response, record
+    tool = request.core_tool(registry.get(request.tool.name))
+    context = request.core_context(plan_id=lock.plan_id, stored_read_only=lock.read_only)
+    bound = binding(tool, context, request.tool.safety_category)
+    request_sha256, args_sha256 = digests(bound)
+    if request_sha256 is None:  # RFC 8785 cannot hold it: no approval can ever match
+        return _with_approval(response, record, {"state": "unbindable"})
+    grants = await approvals.usable_grants(lock.plan_id, request_sha256)
+    if grants:
+        granted, granted_record = decide_with(request, lock, registry=registry, masked=masked,
+                                              caller=caller, started=started,
+                                              approval="granted")
+        if not granted["allowed"]:
+            return granted, granted_record  # a later check fails: no use is taken
+        used = await approvals.use(grants, decision_id=granted["decision_id"], caller=caller)
+        if used is not None:
+            granted_record["detail"]["approval"] = {"approval_id": used.approval_id,
+                                                    "uses_left": used.uses_left}
+            return granted, granted_record
+    shown = {**bound, "args": mask(bound["args"], masked),
+             "variables": mask(bound["variables"], masked)}
+    details = await approvals.pending_for(
+        project=lock.project, plan_id=lock.plan_id, action_id=lock.action_id,
+        tool=tool.name, request=shown, request_sha256=request_sha256,
+        args_sha256=args_sha256, caller=caller,
+        principal_name=principal.principal_name or principal.key_id)
+    return _with_approval(response, record, details)
+
+
+def _with_approval(response: dict[str, Any], record: dict[str, Any],
+                   details: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    deny = response["deny"]
+    deny["details"] = {**deny["details"], "approval": details}
+    state = details.get("state")
+    if state == "rejected":
+        deny["message"] += f"; approval {details['approval_id']} was rejected" + (
+            f": {details['reason']}" if details.get("reason") else "")
+    elif state == "pending":
+        deny["message"] += f"; approval {details.get('approval_id')} is pending"
+    elif state == "too_many_pending":
+        deny["message"] += "; this plan has too many pending approvals, none was created"
+    elif state == "unbindable":
+        deny["message"] += ("; its arguments hold a number RFC 8785 cannot represent "
+                            "exactly, so no approval can match it")
+    record["detail"]["deny_details"] = deny["details"]
+    record["detail"]["message"] = deny["message"]
+    return response, record
 
 
 async def decide(
@@ -88,9 +173,12 @@ def decide_with(
     masked: frozenset[str] = frozenset(),
     caller: Caller = NOBODY,
     started: float | None = None,
+    approval: str | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """decide() once the plan's lock is at hand (None: a stateless request) and the
-    registry is fresh: no I/O, nothing awaited (the hot path calls it directly)."""
+    registry is fresh: no I/O, nothing awaited (the hot path calls it directly).
+    `approval="granted"`: a grant held by the service matches (decide_held found it); in
+    a project with approval_mode server nothing else passes check 6."""
     if started is None:
         started = perf_counter()
     project = action_id = None
@@ -108,6 +196,9 @@ def decide_with(
 
     registered = registry.get(request.tool.name)
     context = request.core_context(plan_id=label, stored_read_only=stored_read_only)
+    if (lock is not None and profile is not None and profile.require_human_approval
+            and registry.project(project).approval_mode == "server"):
+        context.approval = approval or "absent"  # the agent's own flag is not evidence
     # The skill and changeset layers answer only their write guard, registry or not.
     if (registered is None and request.layer == "runtime"
             and registry.deny_unregistered(project)):

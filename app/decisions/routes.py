@@ -27,7 +27,7 @@ router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["decision log"])
 
 NameQuery = Annotated[str | None, Query(pattern=NAME_PATTERN)]
 CodeQuery = Annotated[str | None, Query(pattern=r"^[A-Za-z0-9_]{1,64}$")]
-Kind = Literal["authorize", "screen", "plan", "resolve", "config"]
+Kind = Literal["authorize", "screen", "plan", "resolve", "config", "approval"]
 
 
 def _utc(moment: datetime | None, field: str = "since") -> datetime | None:

@@ -129,6 +129,14 @@ def check_human_approval(tool: Tool, ctx: Context, profile: SafetyProfile | None
         return NO_PROFILE
     if not profile.require_human_approval:
         return "pass", "the safety profile does not require human approval"
+    if ctx.approval is not None:  # server mode: the agent's own flag is not evidence
+        if ctx.approval == "granted":
+            return "pass", "a granted approval held by the service matches this request"
+        return deny(
+            "human_approval_required",
+            f"Tool '{tool.name}' requires human approval: a person must grant this exact "
+            f"request (plan '{ctx.plan_id}')",
+        )
     if ctx.metadata.get("human_approved") is True:
         return "pass", "metadata.human_approved is true"
     return deny(

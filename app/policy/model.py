@@ -83,6 +83,10 @@ class Context:
     step_retry_count: int = 0
     dry_run: bool = False
     confirmed: bool = False
+    # Check 6 (SPEC §10): None in client_flag mode (metadata.human_approved decides);
+    # "granted" or "absent" in server mode, where only an approval held by the service
+    # counts and the agent's own flag is ignored. The service decides which, not the agent.
+    approval: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

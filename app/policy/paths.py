@@ -201,3 +201,19 @@ def find_escape(
             except PathEscape as escape:
                 return name, str(escape)
     return None
+
+
+def referenced_variables(args: dict, path_args: tuple[str, ...] | list[str],
+                         variables: dict) -> dict:
+    """The context variables the path arguments reference (`$name` or `${name}`, as sent or
+    as NFKC reads it): what an approval's binding holds of the variables (SPEC §10), since
+    they change what those paths mean."""
+    names: set[str] = set()
+    for name in path_args:
+        value = args.get(name)
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str):
+                for reading in {item, nfkc(item)}:
+                    for match in _VARIABLE.finditer(reading):
+                        names.add(match.group(1) or match.group(2))
+    return {n: variables[n] for n in sorted(names) if n in variables}
