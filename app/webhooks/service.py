@@ -189,10 +189,6 @@ class Webhooks:
                 if taken.rowcount == 1:
                     hook = await session.get(Webhook, delivery.webhook)
                     claimed.append((delivery, hook))
-            for delivery, hook in claimed:
-                session.expunge(delivery)
-                if hook is not None:
-                    session.expunge(hook)
         return claimed
 
     def _http(self) -> httpx.AsyncClient:
