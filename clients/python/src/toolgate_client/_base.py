@@ -255,3 +255,34 @@ def _screen_body(text: str, skill: str | None) -> dict[str, Any]:
     if skill is not None:
         body["skill"] = skill
     return body
+
+
+# -- approvals held by the service (enforce(..., wait_for_approval=S)) -------------------
+
+
+def _pending_approval(decision: Decision) -> dict[str, Any] | None:
+    """The pending approval a human_approval_required deny names, if any."""
+    deny = decision.deny
+    if deny is None or deny.code != "human_approval_required":
+        return None
+    approval = (deny.details or {}).get("approval")
+    if (
+        isinstance(approval, dict)
+        and approval.get("state") == "pending"
+        and isinstance(approval.get("approval_id"), str)
+    ):
+        return approval
+    return None
+
+
+def _wait_slice(remaining: float) -> int:
+    """The ``wait`` of one GET: whole seconds, 1..60 (the server's bounds)."""
+    return max(1, min(60, int(remaining + 0.999)))
+
+
+def _gave_up(decision: Decision, approval: dict[str, Any]) -> BaseException:
+    """The deny's exception, carrying the approval as last read."""
+    exc = decision.exception()
+    assert exc is not None
+    exc.details = {**exc.details, "approval": approval}
+    return exc

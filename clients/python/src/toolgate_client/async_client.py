@@ -7,16 +7,20 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
 from ._base import (
     RETRY_STATUSES,
     _BaseClient,
+    _gave_up,
+    _pending_approval,
     _plan_body,
     _retriable_exception,
     _screen_body,
     _segment,
+    _wait_slice,
 )
 from .guard import make_guard
 from .models import Decision
@@ -72,6 +76,7 @@ class AsyncClient(_BaseClient):
         *,
         params: Mapping[str, Any] | None = None,
         request_id: str | None = None,
+        timeout: float | None = None,
     ) -> Any:
         """See :meth:`Client.request`."""
         request_id, content, headers = self._prepare(json, request_id)
@@ -79,7 +84,12 @@ class AsyncClient(_BaseClient):
             last = attempt == self.retries
             try:
                 response = await self._http.request(
-                    method, path, content=content, headers=headers, params=params
+                    method,
+                    path,
+                    content=content,
+                    headers=headers,
+                    params=params,
+                    timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
                 )
             except httpx.TransportError as exc:
                 if last or not _retriable_exception(exc):
@@ -137,17 +147,93 @@ class AsyncClient(_BaseClient):
         layer: str | None = None,
         explain: bool = False,
         request_id: str | None = None,
+        wait_for_approval: float | None = None,
     ) -> Decision:
-        decision = await self.authorize_tool(
+        """Return the Decision if allowed, else raise the exact class named by ``deny.error``.
+
+        ``wait_for_approval=S``: when the deny is ``human_approval_required`` with a
+        pending approval held by the service, wait up to S seconds for a person to decide
+        it and, once granted, ask again (the same request). Raises
+        :class:`ToolHumanApprovalRequiredError`, carrying the approval
+        (``exc.approval``), when it is rejected, cancelled, expires or the wait runs out.
+        """
+        ask = dict(
             tool=tool,
             context=context,
             plan_id=plan_id,
             safety_profile=safety_profile,
             layer=layer,
             explain=explain,
-            request_id=request_id,
         )
-        return decision.raise_for_deny()
+        decision = await self.authorize_tool(**ask, request_id=request_id)
+        approval = _pending_approval(decision) if wait_for_approval else None
+        if approval is None:
+            return decision.raise_for_deny()
+        deadline = asyncio.get_running_loop().time() + float(wait_for_approval or 0)
+        while True:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                raise _gave_up(decision, approval)
+            approval = await self.get_approval(approval["approval_id"], wait=_wait_slice(remaining))
+            if approval.get("state") == "pending":
+                continue
+            if approval.get("state") != "granted":
+                raise _gave_up(decision, approval)
+            decision = await self.authorize_tool(**ask)
+            if decision.allowed:
+                return decision
+            # Someone else used the grant first: wait on the approval this deny names.
+            following = _pending_approval(decision)
+            if following is None:
+                return decision.raise_for_deny()
+            approval = following
+
+    # -- approvals (SPEC §10) ------------------------------------------------------------
+
+    async def get_approval(self, approval_id: str, *, wait: int | None = None) -> dict[str, Any]:
+        """One approval; ``wait`` (1..60 s): answered when it leaves pending, or then."""
+        path = f"/v1/approvals/{_segment(approval_id, 'approval_id')}"
+        if wait is not None:
+            path += f"?wait={int(wait)}"
+        # The answer may take `wait` seconds by design: the client's own timeout is for
+        # decisions, not for this.
+        timeout = None if wait is None or self.timeout is None else self.timeout + int(wait)
+        return self._object(
+            await self.request("GET", path, timeout=timeout), "GET /v1/approvals/{id}"
+        )
+
+    async def list_approvals(self, **filters: Any) -> dict[str, Any]:
+        """``GET /v1/approvals`` (state, project, plan_id, tool, limit, cursor)."""
+        query = "&".join(
+            f"{k}={quote(str(v), safe='')}" for k, v in filters.items() if v is not None
+        )
+        path = "/v1/approvals" + (f"?{query}" if query else "")
+        return self._object(await self.request("GET", path), "GET /v1/approvals")
+
+    async def grant_approval(
+        self,
+        approval_id: str,
+        *,
+        note: str | None = None,
+        ttl_seconds: int | None = None,
+        uses: int | None = None,
+    ) -> dict[str, Any]:
+        body = {
+            k: v
+            for k, v in {"note": note, "ttl_seconds": ttl_seconds, "uses": uses}.items()
+            if v is not None
+        }
+        path = f"/v1/approvals/{_segment(approval_id, 'approval_id')}/grant"
+        return self._object(await self.request("POST", path, body), path)
+
+    async def reject_approval(self, approval_id: str, reason: str) -> dict[str, Any]:
+        path = f"/v1/approvals/{_segment(approval_id, 'approval_id')}/reject"
+        return self._object(await self.request("POST", path, {"reason": reason}), path)
+
+    async def cancel_approval(self, approval_id: str, reason: str | None = None) -> dict[str, Any]:
+        path = f"/v1/approvals/{_segment(approval_id, 'approval_id')}/cancel"
+        body = {"reason": reason} if reason is not None else {}
+        return self._object(await self.request("POST", path, body), path)
 
     async def create_plan(
         self,

@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -27,10 +28,13 @@ from ._base import (
     DEFAULT_BASE_URL,
     RETRY_STATUSES,
     _BaseClient,
+    _gave_up,
+    _pending_approval,
     _plan_body,
     _retriable_exception,
     _screen_body,
     _segment,
+    _wait_slice,
 )
 from .async_client import AsyncClient
 from .guard import make_guard
@@ -95,6 +99,7 @@ class Client(_BaseClient):
         *,
         params: Mapping[str, Any] | None = None,
         request_id: str | None = None,
+        timeout: float | None = None,
     ) -> Any:
         """Send one call (retried on connection errors, timeouts and 502/503/504).
 
@@ -108,7 +113,12 @@ class Client(_BaseClient):
             last = attempt == self.retries
             try:
                 response = self._http.request(
-                    method, path, content=content, headers=headers, params=params
+                    method,
+                    path,
+                    content=content,
+                    headers=headers,
+                    params=params,
+                    timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
                 )
             except httpx.TransportError as exc:
                 if last or not _retriable_exception(exc):
@@ -170,17 +180,91 @@ class Client(_BaseClient):
         layer: str | None = None,
         explain: bool = False,
         request_id: str | None = None,
+        wait_for_approval: float | None = None,
     ) -> Decision:
-        """Return the Decision if allowed, else raise the exact class named by ``deny.error``."""
-        return self.authorize_tool(
+        """Return the Decision if allowed, else raise the exact class named by ``deny.error``.
+
+        ``wait_for_approval=S``: when the deny is ``human_approval_required`` with a
+        pending approval held by the service, wait up to S seconds for a person to decide
+        it and, once granted, ask again (the same request). Raises
+        :class:`ToolHumanApprovalRequiredError`, carrying the approval
+        (``exc.approval``), when it is rejected, cancelled, expires or the wait runs out.
+        """
+        ask = dict(
             tool=tool,
             context=context,
             plan_id=plan_id,
             safety_profile=safety_profile,
             layer=layer,
             explain=explain,
-            request_id=request_id,
-        ).raise_for_deny()
+        )
+        decision = self.authorize_tool(**ask, request_id=request_id)
+        approval = _pending_approval(decision) if wait_for_approval else None
+        if approval is None:
+            return decision.raise_for_deny()
+        deadline = time.monotonic() + float(wait_for_approval or 0)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _gave_up(decision, approval)
+            approval = self.get_approval(approval["approval_id"], wait=_wait_slice(remaining))
+            if approval.get("state") == "pending":
+                continue
+            if approval.get("state") != "granted":
+                raise _gave_up(decision, approval)
+            decision = self.authorize_tool(**ask)
+            if decision.allowed:
+                return decision
+            # Someone else used the grant first: wait on the approval this deny names.
+            following = _pending_approval(decision)
+            if following is None:
+                return decision.raise_for_deny()
+            approval = following
+
+    # -- approvals (SPEC §10) ------------------------------------------------------------
+
+    def get_approval(self, approval_id: str, *, wait: int | None = None) -> dict[str, Any]:
+        """One approval; ``wait`` (1..60 s): answered when it leaves pending, or then."""
+        path = f"/v1/approvals/{_segment(approval_id, 'approval_id')}"
+        if wait is not None:
+            path += f"?wait={int(wait)}"
+        # The answer may take `wait` seconds by design: the client's own timeout is for
+        # decisions, not for this.
+        timeout = None if wait is None or self.timeout is None else self.timeout + int(wait)
+        return self._object(self.request("GET", path, timeout=timeout), "GET /v1/approvals/{id}")
+
+    def list_approvals(self, **filters: Any) -> dict[str, Any]:
+        """``GET /v1/approvals`` (state, project, plan_id, tool, limit, cursor)."""
+        query = "&".join(
+            f"{k}={quote(str(v), safe='')}" for k, v in filters.items() if v is not None
+        )
+        path = "/v1/approvals" + (f"?{query}" if query else "")
+        return self._object(self.request("GET", path), "GET /v1/approvals")
+
+    def grant_approval(
+        self,
+        approval_id: str,
+        *,
+        note: str | None = None,
+        ttl_seconds: int | None = None,
+        uses: int | None = None,
+    ) -> dict[str, Any]:
+        body = {
+            k: v
+            for k, v in {"note": note, "ttl_seconds": ttl_seconds, "uses": uses}.items()
+            if v is not None
+        }
+        path = f"/v1/approvals/{_segment(approval_id, 'approval_id')}/grant"
+        return self._object(self.request("POST", path, body), path)
+
+    def reject_approval(self, approval_id: str, reason: str) -> dict[str, Any]:
+        path = f"/v1/approvals/{_segment(approval_id, 'approval_id')}/reject"
+        return self._object(self.request("POST", path, {"reason": reason}), path)
+
+    def cancel_approval(self, approval_id: str, reason: str | None = None) -> dict[str, Any]:
+        path = f"/v1/approvals/{_segment(approval_id, 'approval_id')}/cancel"
+        body = {"reason": reason} if reason is not None else {}
+        return self._object(self.request("POST", path, body), path)
 
     # -- plans, resolution, screening, errors ----------------------------------------
 

@@ -143,7 +143,17 @@ class ToolSandboxRequiredError(ToolRuntimeError):
 
 
 class ToolHumanApprovalRequiredError(ToolRuntimeError):
-    """Human approval required and not recorded."""
+    """Human approval required and not recorded.
+
+    In a project whose approvals are held by the service, ``approval`` is the approval the
+    deny names (``details["approval"]``: its ``approval_id``, ``state`` and, when rejected,
+    ``reason``); after ``enforce(..., wait_for_approval=...)`` gave up, the approval as it
+    last read it (the full object of ``GET /v1/approvals/{id}``)."""
+
+    @property
+    def approval(self) -> dict[str, Any] | None:
+        approval = self.details.get("approval")
+        return approval if isinstance(approval, dict) else None
 
 
 class ToolCostLimitExceededError(ToolRuntimeError):

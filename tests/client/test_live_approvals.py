@@ -1,0 +1,126 @@
+"""The client's side of approvals held by the service (SPEC §10) against a real toolgate:
+`enforce(..., wait_for_approval=S)` waits for a person and retries once granted, and raises
+ToolHumanApprovalRequiredError carrying the approval when it is rejected or the wait runs
+out; an approver works the queue with the same client."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+from toolgate_client import AsyncClient, Client, ToolHumanApprovalRequiredError
+
+from tests.serving import serve, stop
+
+pytestmark = pytest.mark.slow
+
+TOKEN = "client-approvals-admin-token"
+WRITER = {"writes": True, "checkpointable": True, "unsafe": False}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("approvals")
+    proc, url = serve({"TOOLGATE_DATABASE_URL": f"sqlite+aiosqlite:///{directory}/t.db",
+                       "TOOLGATE_ADMIN_TOKEN": TOKEN}, directory / "server.log")
+    try:
+        with Client(url, token=TOKEN, timeout=10) as admin:
+            admin.request("PUT", "/v1/projects/ops/settings", {"approval_mode": "server"})
+            admin.request("PUT", "/v1/actions/deploy", {"project": "ops", "safety_profile": {
+                "require_human_approval": True, "require_sandbox": False,
+                "require_checkpoints": False}})
+            agent = admin.request("POST", "/v1/keys", {"name": "bot", "role": "agent",
+                                                       "projects": ["ops"],
+                                                       "principal": "bot"})["key"]
+            approver = admin.request("POST", "/v1/keys", {"name": "alice", "role": "approver",
+                                                          "projects": ["ops"],
+                                                          "principal": "alice"})["key"]
+        yield url, agent, approver
+    finally:
+        stop(proc)
+
+
+def _plan(url: str) -> str:
+    with Client(url, token=TOKEN, timeout=10) as admin:
+        return admin.create_plan("deploy")["plan_id"]
+
+
+def _decide_first_pending(url: str, token: str, plan: str, how: str) -> None:
+    """The approver's side: wait for the plan's pending approval, then decide it."""
+    with Client(url, token=token, timeout=10) as approver:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            items = approver.list_approvals(state="pending", plan_id=plan)["items"]
+            if items:
+                if how == "grant":
+                    approver.grant_approval(items[0]["approval_id"], note="go")
+                else:
+                    approver.reject_approval(items[0]["approval_id"], "not today")
+                return
+            time.sleep(0.1)
+    raise AssertionError("no pending approval appeared")
+
+
+def test_enforce_waits_for_the_grant_then_is_allowed(server):
+    url, agent, approver = server
+    plan = _plan(url)
+    person = threading.Thread(target=_decide_first_pending, args=(url, approver, plan, "grant"))
+    person.start()
+    with Client(url, token=agent, timeout=5) as client:
+        decision = client.enforce(plan_id=plan, wait_for_approval=30, tool={
+            "name": "deploy", "capability": WRITER, "args": {"service": "web"}})
+    person.join(timeout=30)
+    assert decision.allowed is True
+
+
+def test_enforce_raises_with_the_rejected_approval(server):
+    url, agent, approver = server
+    plan = _plan(url)
+    person = threading.Thread(target=_decide_first_pending,
+                              args=(url, approver, plan, "reject"))
+    person.start()
+    with Client(url, token=agent, timeout=5) as client, pytest.raises(
+            ToolHumanApprovalRequiredError) as raised:
+        client.enforce(plan_id=plan, wait_for_approval=30, tool={
+            "name": "deploy", "capability": WRITER, "args": {"service": "api"}})
+    person.join(timeout=30)
+    assert raised.value.approval["state"] == "rejected"
+    assert raised.value.approval["reason"] == "not today"
+
+
+def test_enforce_raises_when_the_wait_runs_out(server):
+    url, agent, _ = server
+    plan = _plan(url)
+    with Client(url, token=agent, timeout=5) as client, pytest.raises(
+            ToolHumanApprovalRequiredError) as raised:
+        client.enforce(plan_id=plan, wait_for_approval=1, tool={
+            "name": "deploy", "capability": WRITER, "args": {"service": "db"}})
+    assert raised.value.approval["state"] == "pending"
+    assert raised.value.code == "human_approval_required"
+
+
+def test_without_wait_the_deny_carries_the_pending_approval(server):
+    url, agent, _ = server
+    plan = _plan(url)
+    with Client(url, token=agent, timeout=5) as client, pytest.raises(
+            ToolHumanApprovalRequiredError) as raised:
+        client.enforce(plan_id=plan, tool={"name": "deploy", "capability": WRITER})
+    assert raised.value.approval["state"] == "pending"
+    assert raised.value.approval["approval_id"]
+
+
+def test_async_enforce_waits_for_the_grant(server):
+    url, agent, approver = server
+    plan = _plan(url)
+
+    async def run() -> bool:
+        async with AsyncClient(url, token=agent, timeout=5) as client:
+            person = asyncio.to_thread(_decide_first_pending, url, approver, plan, "grant")
+            decision, _ = await asyncio.gather(client.enforce(
+                plan_id=plan, wait_for_approval=30,
+                tool={"name": "deploy", "capability": WRITER, "args": {"n": 1}}), person)
+            return decision.allowed
+
+    assert asyncio.run(run()) is True
