@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from app.cli.apply import apply, export
+from app.cli.approvals import approvals
 from app.cli.audit import audit
 from app.cli.keys import keys
 from app.cli.settings import settings_or_exit
@@ -216,6 +217,7 @@ def test_cases(
 
 cli.add_typer(audit, name="audit")
 cli.add_typer(keys, name="keys")
+cli.add_typer(approvals, name="approvals")
 cli.command("apply")(apply)
 cli.command("export")(export)
 

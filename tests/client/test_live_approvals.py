@@ -6,13 +6,15 @@ out; an approver works the queue with the same client."""
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
 import threading
 import time
 
 import pytest
 from toolgate_client import AsyncClient, Client, ToolHumanApprovalRequiredError
 
-from tests.serving import serve, stop
+from tests.serving import TOOLGATE, serve, stop
 
 pytestmark = pytest.mark.slow
 
@@ -124,3 +126,35 @@ def test_async_enforce_waits_for_the_grant(server):
             return decision.allowed
 
     assert asyncio.run(run()) is True
+
+
+def _cli(*args: str, token: str, url: str) -> subprocess.CompletedProcess:
+    return subprocess.run([TOOLGATE, "approvals", *args, "--url", url, "--token", token],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_the_cli_lists_shows_grants_and_rejects(server):
+    url, agent, approver = server
+    plan = _plan(url)
+    with Client(url, token=agent, timeout=5) as client:
+        ids = []
+        for service in ("one", "two"):
+            with pytest.raises(ToolHumanApprovalRequiredError) as raised:
+                client.enforce(plan_id=plan, tool={"name": "deploy", "capability": WRITER,
+                                                   "args": {"service": service}})
+            ids.append(raised.value.approval["approval_id"])
+    listed = _cli("list", "--plan-id", plan, token=approver, url=url)
+    assert listed.returncode == 0, listed.stderr
+    assert all(i in listed.stdout for i in ids) and "pending" in listed.stdout
+    shown = _cli("show", ids[0], token=approver, url=url)
+    assert shown.returncode == 0 and '"service": "one"' in shown.stdout
+    granted = _cli("grant", ids[0], "--uses", "2", "--note", "ok", token=approver, url=url)
+    assert granted.returncode == 0 and "2 use(s)" in granted.stdout, granted.stderr
+    rejected = _cli("reject", ids[1], "--reason", "no", token=approver, url=url)
+    assert rejected.returncode == 0, rejected.stderr
+    # The agent's own key may not decide: the service's 403 is the exit code 2 and message.
+    again = _cli("cancel", ids[0], token=agent, url=url)
+    assert again.returncode == 2 and "403" in again.stderr
+    as_json = _cli("list", "--all", "--plan-id", plan, "--json", token=approver, url=url)
+    states = {i["approval_id"]: i["state"] for i in json.loads(as_json.stdout)["items"]}
+    assert states == {ids[0]: "granted", ids[1]: "rejected"}
