@@ -7,7 +7,8 @@ from app.kit.canonical import canonical_sha256
 
 
 def test_key_order_and_number_spelling_do_not_change_the_digest():
-    assert canonical_sha256({"b": 1, "a": [1.0, "x"]}) == canonical_sha256({"a": [1, "x"], "b": 1.0})
+    left = canonical_sha256({"b": 1, "a": [1.0, "x"]})
+    assert left == canonical_sha256({"a": [1, "x"], "b": 1.0})
 
 
 def test_digest_is_sha256_of_the_canonical_bytes():
