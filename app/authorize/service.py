@@ -196,9 +196,11 @@ def decide_with(
 
     registered = registry.get(request.tool.name)
     context = request.core_context(plan_id=label, stored_read_only=stored_read_only)
+    effective: dict[str, Any] | None = None
     if (lock is not None and profile is not None and profile.require_human_approval
             and registry.project(project).approval_mode == "server"):
         context.approval = approval or "absent"  # the agent's own flag is not evidence
+        effective = {"approval": context.approval}
     # The skill and changeset layers answer only their write guard, registry or not.
     if (registered is None and request.layer == "runtime"
             and registry.deny_unregistered(project)):
@@ -240,6 +242,10 @@ def decide_with(
         "detail": _detail(request, tool, context_masked=masked, deny=deny,
                           stateless=request.plan_id is None),
     }
+    if effective is not None:
+        # What the service, not the agent, gave the core: replay (SPEC §12) reads these
+        # over the recorded context. Keys: approval; the ledger adds its known values.
+        record["detail"]["effective"] = effective
     return response, record
 
 

@@ -91,6 +91,9 @@ async def test_the_whole_flow_deny_grant_allowed_once(client, people):
 
     allowed = await authorize(client, agent, call(plan))
     assert allowed["allowed"] is True, allowed
+    seen = (await client.get(f"/v1/decisions/{allowed['decision_id']}")).json()["detail"]
+    assert seen["effective"] == {"approval": "granted"}
+    assert seen["approval"]["approval_id"] == pending["approval_id"]
     # Used once: the same call again is denied and asks anew.
     after = await authorize(client, agent, call(plan))
     assert after["allowed"] is False
@@ -130,6 +133,8 @@ async def test_the_agents_own_flag_is_ignored_in_server_mode(client, people):
     assert answer["deny"]["code"] == "human_approval_required"
     record = (await client.get(f"/v1/decisions/{answer['decision_id']}")).json()
     assert record["detail"]["context"]["metadata"] == {"human_approved": True}
+    # What check 6 saw is recorded apart from what the agent sent, for replay (SPEC §12).
+    assert record["detail"]["effective"] == {"approval": "absent"}
 
 
 async def test_client_flag_mode_creates_nothing(client, people):
