@@ -109,10 +109,13 @@ def _fill(path: str, values: dict[str, str]) -> str:
 
 
 async def _snapshot(sessions) -> dict[str, list]:  # type: ignore[no-untyped-def]
-    """Every row of every table, for "nothing changes"."""
+    """Every row of every table, for "nothing changes". Not the webhook outbox's cursor:
+    the background loop moves it over records made before the snapshot, on its own time."""
     out = {}
     async with sessions() as session:
         for table in metadata.sorted_tables:
+            if table.name == "webhook_cursor":
+                continue
             rows = (await session.execute(select(table))).all()
             out[table.name] = sorted(repr(tuple(row)) for row in rows)
     return out
@@ -148,7 +151,8 @@ async def test_every_route_refuses_missing_revoked_expired_and_wrong_keys(client
                               .values(expires_at=datetime.now(UTC) - timedelta(seconds=1)))
 
     values = {"name": "probe", "project": "proj", "action_id": "act-1", "plan_id": "plan-1",
-              "decision_id": decision["decision_id"], "key_id": keys[Role.AGENT]["id"]}
+              "decision_id": decision["decision_id"], "key_id": keys[Role.AGENT]["id"],
+              "approval_id": "01a2365a-cd43-768f-8d3e-59557493418c"}
     before = await _snapshot(state.sessions)
     failures: list[str] = []
 
