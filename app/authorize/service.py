@@ -330,7 +330,8 @@ def _detail(request: AuthorizeIn | AuthorizeWire, tool: Tool, *,
             "accumulated_cost": ctx.accumulated_cost,
             "total_accumulated_cost": ctx.total_accumulated_cost,
             "step_retry_count": ctx.step_retry_count, "dry_run": ctx.dry_run,
-            "confirmed": ctx.confirmed,
+            "confirmed": ctx.confirmed, "step_id": ctx.step_id,
+            "estimated_cost": ctx.estimated_cost,
             "metadata": mask(ctx.metadata, context_masked),
             "variables": mask(ctx.variables, context_masked),
         },
@@ -341,10 +342,6 @@ def _detail(request: AuthorizeIn | AuthorizeWire, tool: Tool, *,
         # Masked arguments cannot be digested later: an outcome's args_sha256 (SPEC §11) is
         # compared with this digest of what was allowed.
         detail["tool"]["args_sha256"] = canonical_sha256(tool.args)
-    if ctx.step_id is not None:
-        detail["context"]["step_id"] = ctx.step_id
-    if ctx.estimated_cost is not None:
-        detail["context"]["estimated_cost"] = ctx.estimated_cost
     if stateless and request.safety_profile is not None:
         detail["safety_profile"] = request.safety_profile.as_dict()
     return detail

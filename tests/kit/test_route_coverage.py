@@ -148,7 +148,8 @@ async def test_every_route_refuses_missing_revoked_expired_and_wrong_keys(client
                               .values(expires_at=datetime.now(UTC) - timedelta(seconds=1)))
 
     values = {"name": "probe", "project": "proj", "action_id": "act-1", "plan_id": "plan-1",
-              "decision_id": decision["decision_id"], "key_id": keys[Role.AGENT]["id"]}
+              "decision_id": decision["decision_id"], "key_id": keys[Role.AGENT]["id"],
+              "approval_id": "0193a0c4-0000-7000-8000-000000000000"}
     before = await _snapshot(state.sessions)
     failures: list[str] = []
 
