@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import secrets
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -80,6 +81,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--database", choices=["postgres", "sqlite"], default="postgres")
+    parser.add_argument("--steps", type=int, default=200)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="toolgate-ledger-"))
     name = f"bench_ledger_{secrets.token_hex(4)}"
@@ -101,6 +103,7 @@ def main() -> int:
     proc, base = serve({"TOOLGATE_DATABASE_URL": url, "TOOLGATE_ADMIN_TOKEN": token},
                        work / "server.log")
     results: dict[str, tuple[float, float]] = {}
+    steps: dict[str, float] = {}
     try:
         headers = {"Authorization": f"Bearer {token}"}
         with httpx.Client(base_url=base, headers=headers, timeout=30) as admin:
@@ -125,6 +128,7 @@ def main() -> int:
             results[label] = asyncio.run(_measure(
                 target, headers, body, report=report, seconds=args.seconds,
                 concurrency=args.concurrency))
+        steps = _steps(base, headers, plain, metered, args.steps)
     finally:
         stop(proc)
         bare.terminate()
@@ -139,7 +143,33 @@ def main() -> int:
     for label, (rps, dps) in results.items():
         print(f"{label:<30} {rps:8.0f} {dps:12.0f} {rps / bare_rps:10.3f} "
               f"{dps / bare_rps:10.3f}")
+    print(f"== where the time goes: median of {args.steps} calls one at a time (ms)")
+    for step, ms in steps.items():
+        print(f"{step:<44} {ms:8.2f}")
     return 0
+
+
+def _steps(base: str, headers: dict, plain: str, metered: str, n: int) -> dict[str, float]:
+    """One call at a time: the plain decision, the metered one (ledger read + hold), the
+    metered one without an estimate (ledger read only), and the outcome report."""
+    times: dict[str, list[float]] = {
+        "authorize, plain plan": [], "authorize, cost-limited, no estimate (read)": [],
+        "authorize, cost-limited, estimate (read+hold)": [], "outcome report": []}
+    with httpx.Client(base_url=base, headers=headers, timeout=30) as c:
+        for _ in range(n):
+            for label, body in (
+                    ("authorize, plain plan", _call(plain)),
+                    ("authorize, cost-limited, no estimate (read)", _call(metered)),
+                    ("authorize, cost-limited, estimate (read+hold)",
+                     _call(metered, estimated_cost=0.5))):
+                t0 = time.perf_counter()
+                decision = c.post("/v1/authorize-tool", json=body).json()
+                times[label].append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            c.post(f"/v1/decisions/{decision['decision_id']}/outcome",
+                   json={"status": "succeeded", "cost": 0.000001}).raise_for_status()
+            times["outcome report"].append((time.perf_counter() - t0) * 1000)
+    return {label: statistics.median(values) for label, values in times.items()}
 
 
 if __name__ == "__main__":
