@@ -122,3 +122,24 @@ async def test_plans_without_limits_decide_from_memory(client):
                                   ADMIN, NOBODY) is not None
     assert authorizer.from_memory(AuthorizeIn.model_validate(call(plan, step_id="s")),
                                   ADMIN, NOBODY) is None
+
+
+async def test_a_lapsed_hold_is_charged_and_a_late_report_replaces_the_charge(client):
+    from sqlalchemy import update
+
+    from app.ledger.tables import Hold
+    from app.store.base import utcnow
+
+    plan = await plan_with(client, max_cost_per_plan=5)
+    held = await authorize(client, call(plan, estimated_cost=2))
+    state = client.app.state  # type: ignore[attr-defined]
+    async with state.sessions() as session, session.begin():
+        await session.execute(update(Hold).values(expires_at=utcnow()))
+    # The background round may notice first: either way it is charged exactly once.
+    await state.ledger.sweep()
+    await state.ledger.sweep()
+    ledger = (await client.get(f"/v1/plans/{plan}")).json()["ledger"]
+    assert (ledger["spent"], ledger["held"]) == (2.0, 0.0)
+    await report(client, held["decision_id"], {"status": "succeeded", "cost": 0.5})
+    ledger = (await client.get(f"/v1/plans/{plan}")).json()["ledger"]
+    assert (ledger["spent"], ledger["held"]) == (0.5, 0.0)
