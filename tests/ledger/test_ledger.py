@@ -143,3 +143,27 @@ async def test_a_lapsed_hold_is_charged_and_a_late_report_replaces_the_charge(cl
     await report(client, held["decision_id"], {"status": "succeeded", "cost": 0.5})
     ledger = (await client.get(f"/v1/plans/{plan}")).json()["ledger"]
     assert (ledger["spent"], ledger["held"]) == (0.5, 0.0)
+
+
+async def test_with_server_approvals_a_spent_budget_denies_and_takes_no_grant(client):
+    plan = await plan_with(client, project="gated", max_cost_per_plan=1,
+                           require_human_approval=True)
+    r = await client.put("/v1/projects/gated/settings", json={"approval_mode": "server"})
+    assert r.status_code == 200, r.text
+    agent = await new_key(client, "agent")
+    approver = await new_key(client, "approver")
+    asked = await authorize(client, call(plan), agent)
+    approval = asked["deny"]["details"]["approval"]["approval_id"]
+    r = await client.post(f"/v1/approvals/{approval}/grant", json={"uses": 2},
+                          headers=approver)
+    assert r.status_code == 200, r.text
+    first = await authorize(client, call(plan), agent)
+    assert first["allowed"] is True
+    detail = (await client.get(f"/v1/decisions/{first['decision_id']}")).json()["detail"]
+    assert detail["effective"]["approval"] == "granted"
+    assert detail["effective"]["accumulated_cost"] == 0
+    await report(client, first["decision_id"], {"status": "succeeded", "cost": 1}, agent)
+    second = await authorize(client, call(plan), agent)
+    assert second["deny"]["code"] == "plan_cost_limit_exceeded"
+    left = (await client.get(f"/v1/approvals/{approval}", headers=approver)).json()
+    assert left["uses_left"] == 1  # the deny took no use
