@@ -1,4 +1,5 @@
-"""Each process's background round (wiring, like main.py): expire lapsed approvals, turn
+"""Each process's background round (wiring, like main.py): expire lapsed approvals, charge
+lapsed cost holds, turn
 new log records into webhook deliveries, send the due ones. Every step is safe to run on
 every replica at once (conditional updates, leases); a failing round is logged and the
 next one runs."""
@@ -12,6 +13,7 @@ from typing import Any
 
 from app.approvals.service import ApprovalService
 from app.config import Settings
+from app.ledger.service import Ledger
 from app.webhooks.service import Webhooks
 
 log = logging.getLogger("toolgate.background")
@@ -19,8 +21,9 @@ log = logging.getLogger("toolgate.background")
 
 class Background:
     def __init__(self, settings: Settings, sessions: Any, *,
-                 approvals: ApprovalService) -> None:
+                 approvals: ApprovalService, ledger: Ledger | None = None) -> None:
         self.approvals = approvals
+        self.ledger = ledger
         self.webhooks = Webhooks(sessions, timeout=settings.webhook_timeout_seconds,
                                  max_attempts=settings.webhook_max_attempts)
         self.interval = settings.webhook_poll_seconds
@@ -41,6 +44,8 @@ class Background:
 
     async def run_once(self) -> None:
         await self.approvals.sweep()
+        if self.ledger is not None:
+            await self.ledger.sweep()  # lapsed holds charged as spent (SPEC §11)
         await self.webhooks.enqueue()
         while await self.webhooks.deliver_due():
             pass

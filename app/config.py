@@ -113,6 +113,9 @@ class Settings(BaseSettings):
     # may wait per plan (past that, a denied call creates none).
     approval_pending_ttl_seconds: int = Field(default=3600, ge=1, le=30 * 86400)
     approval_max_pending_per_plan: int = Field(default=20, ge=1, le=10_000)
+    # The ledger (SPEC §11, docs/ledger.md): how long an allowed call's estimated_cost is
+    # held before, unreported, it is charged as spent.
+    cost_hold_seconds: int = Field(default=3600, ge=1, le=30 * 86400)
     # Webhooks (docs/approvals.md "Webhooks"): each attempt's timeout, and how many
     # attempts before a delivery is marked failed (backing off up to 5 minutes apart).
     webhook_timeout_seconds: float = Field(default=10.0, gt=0, le=120)

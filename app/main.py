@@ -33,6 +33,8 @@ from app.kit import handlers, openapi
 from app.kit.edge import HEAD_CHECKED, EdgeLimits, check_head
 from app.kit.middleware import BodyLimit
 from app.kit.notify import Notifier
+from app.ledger.routes import router as ledger_router
+from app.ledger.service import Ledger
 from app.plans.routes import router as plans_router
 from app.plans.service import PlanCache
 from app.profiles.routes import router as config_router
@@ -87,10 +89,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             max_pending_per_plan=settings.approval_max_pending_per_plan,
             notified=notifier.enabled)
         notifier.subscribe(APPROVALS_CHANNEL, approvals.wake)
+        ledger = Ledger(sessions, hold_seconds=settings.cost_hold_seconds)
         authorizer = Authorizer(sessions=sessions, plans=plans, registry=registry,
-                                masked=settings.masked, approvals=approvals)
+                                masked=settings.masked, approvals=approvals, ledger=ledger)
         await notifier.start()
-        background = Background(settings, sessions, approvals=approvals)
+        background = Background(settings, sessions, approvals=approvals, ledger=ledger)
         background.start()
         # Each feature's state under its own name; each feature's deps.py reads its own.
         state = app.state
@@ -100,6 +103,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state.auth, state.plans, state.registry = auth, plans, registry
         state.authorizer, state.decision_log, state.notifier = authorizer, decision_log, notifier
         state.approvals, state.background = approvals, background
+        state.ledger = ledger
         if isinstance(app, ToolgateApp) and app.fast_path is not None:
             # The transport gets the decision log as its recorder, wired here.
             app.fast_path.attach(authorizer=authorizer, authenticator=auth.authenticator,
@@ -128,7 +132,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     keyed = openapi.errors(401, 403, 503, *([429] if settings.rate_limit_per_second else []))
     for router in (decide_router, batch_router, plans_router, config_router,
                    registry_router, safety_test_router, decisions_router,
-                   test_router, keys_router, approvals_router, webhooks_router):
+                   test_router, keys_router, approvals_router, webhooks_router,
+                   ledger_router):
         openapi.document_inputs(router)
         app.include_router(router, dependencies=[Depends(authorize)], responses=keyed)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)

@@ -31,11 +31,14 @@ from tests.conftest import ADMIN_HEADERS, ADMIN_TOKEN  # noqa: E402
 # exist (SPEC §4: 422 naming it), fields that exclude each other (automation_profile or
 # safety_profile; plan_id alone; an admin key's projects null; since before until), phrases
 # that must hold more than whitespace, cursors that come from a previous page, and JSONL
-# bodies (a string to the schema). Every other check still holds on these operations, and
+# bodies (a string to the schema), and integers that must be JSON integers (an outcome's
+# artifact `bytes`: 1255.0 is an integer to JSON schema, a number to toolgate, SPEC §3
+# "Types are strict"). Every other check still holds on these operations, and
 # a 422 must be the documented envelope.
 RULES_NOT_IN_THE_SCHEMA = [
     "GET /v1/plans", "POST /v1/plans", "POST /v1/resolve",
     "POST /v1/authorize-tool", "POST /v1/authorize-tools",
+    "POST /v1/decisions/{decision_id}/outcome", "POST /v1/outcomes",
     "PUT /v1/config", "PUT /v1/projects/{project}", "PUT /v1/actions/{action_id}",
     "PUT /v1/projects/{project}/settings",
     "PUT /v1/tools/{name}", "PUT /v1/skills/{name}", "POST /v1/skills/{name}/safety-test",

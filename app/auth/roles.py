@@ -72,6 +72,12 @@ PERMISSIONS: dict[str, Rule] = {
                              note="within the key's projects, else 404; never an approval "
                                   "requested by a key of the same principal (403)"),
     "webhooks.manage": Rule(_roles(), note="webhooks and their deliveries (SPEC §10)"),
+    "outcomes.report": Rule(_roles(Role.AGENT),
+                            note="the key that made the decision (or an admin), else 403; "
+                                 "within the key's projects, else 404"),
+    "ledger.read": Rule(_roles(Role.AGENT, Role.APPROVER, Role.AUDITOR),
+                        note="within the key's projects, else 404"),
+    "ledger.credit": Rule(_roles(), note="lowers spent, audited (SPEC §11)"),
 }
 
 # Routes that never need a key.
@@ -140,6 +146,11 @@ ROUTES: dict[tuple[str, str], str] = {
     ("PUT", "/v1/webhooks/{name}"): "webhooks.manage",
     ("DELETE", "/v1/webhooks/{name}"): "webhooks.manage",
     ("GET", "/v1/webhooks/{name}/deliveries"): "webhooks.manage",
+    ("POST", "/v1/decisions/{decision_id}/outcome"): "outcomes.report",
+    ("POST", "/v1/outcomes"): "outcomes.report",
+    ("GET", "/v1/projects/{project}/ledger"): "ledger.read",
+    ("POST", "/v1/plans/{plan_id}/ledger/credit"): "ledger.credit",
+    ("POST", "/v1/projects/{project}/ledger/credit"): "ledger.credit",
 }
 
 # Unmapped routes: admins only (fail closed, still behind a key).

@@ -52,6 +52,10 @@ class ContextIn(Strict):
     step_retry_count: NonNegativeInt = 0
     dry_run: bool = False
     confirmed: bool = False
+    # The ledger (SPEC §11, docs/ledger.md): the step this call is an attempt of (check 8
+    # counts its failed outcomes) and what it may cost (held until its outcome is reported).
+    step_id: Name | None = None
+    estimated_cost: Cost | None = None
 
     @field_validator("sandbox_root")
     @classmethod

@@ -15,6 +15,9 @@ from app.authorize.schemas import AuthorizeIn
 from app.authorize.wire import AuthorizeWire
 from app.decisions.records import mask
 from app.kit.caller import Caller, new_decision_id
+from app.kit.canonical import canonical_sha256
+from app.kit.errors import Unavailable
+from app.ledger.service import Known, Ledger, needs_ledger
 from app.plans.service import PlanCache, PlanLock
 from app.policy.checks import evaluate, unregistered
 from app.policy.model import LAYERS, Tool
@@ -29,15 +32,23 @@ class Authorizer:
     and the hot path (app/authorize/hotpath.py) run, with the caches they read. main.py
     builds it from each feature's state."""
 
-    __slots__ = ("sessions", "plans", "registry", "masked", "approvals")
+    __slots__ = ("sessions", "plans", "registry", "masked", "approvals", "ledger")
 
     def __init__(self, *, sessions: Any, plans: PlanCache, registry: RegistryCache,
-                 masked: frozenset[str], approvals: ApprovalService | None = None) -> None:
+                 masked: frozenset[str], approvals: ApprovalService | None = None,
+                 ledger: Ledger | None = None) -> None:
         self.sessions = sessions
         self.plans = plans
         self.registry = registry
         self.masked = masked
         self.approvals = approvals
+        self.ledger = ledger
+
+    def metered(self, lock: PlanLock | None, request: AuthorizeIn | AuthorizeWire) -> bool:
+        """Whether checks 7/8 of this decision ask the ledger (SPEC §11): the plan has a
+        cost limit, or the request names a step. Only those leave the memory-only path."""
+        return (lock is not None and self.ledger is not None
+                and needs_ledger(lock.safety, request.context.step_id))
 
     def held(self, lock: PlanLock | None) -> bool:
         """Whether check 6 of this plan asks the service's approvals (SPEC §10): its
@@ -57,7 +68,7 @@ class Authorizer:
                 self.sessions):
             return None
         check_scope(request, principal, lock)
-        if self.held(lock):
+        if self.held(lock) or self.metered(lock, request):
             return None
         return decide_with(request, lock, registry=self.registry, masked=self.masked,
                            caller=caller)
@@ -74,6 +85,10 @@ class Authorizer:
         if request.plan_id is not None:
             lock = await self.plans.fetch(self.sessions, request.plan_id)
         await self.registry.ensure_fresh(self.sessions)
+        if self.metered(lock, request):
+            assert lock is not None
+            return await self.decide_metered(request, lock, principal, caller=caller,
+                                             started=started)
         if self.held(lock):
             assert lock is not None and self.approvals is not None
             return await decide_held(request, lock, principal, approvals=self.approvals,
@@ -82,11 +97,47 @@ class Authorizer:
         return decide_with(request, lock, registry=self.registry, masked=self.masked,
                            caller=caller, started=started)
 
+    async def decide_metered(self, request: AuthorizeIn | AuthorizeWire, lock: PlanLock,
+                             principal: Principal, *, caller: Caller, started: float
+                             ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Checks 7 and 8 on the larger of what the agent submits and what the ledger
+        knows (SPEC §11). An allowed call with an estimated_cost then takes its hold, a
+        conditional update made before the decision is recorded; if spend and holds
+        reached a limit meanwhile (another call, on any replica), it is decided again on
+        the new totals, which now deny it."""
+        assert self.ledger is not None
+        ctx = request.context
+        profile = lock.safety
+        for _ in range(5):
+            known = await self.ledger.known(plan_id=lock.plan_id, project=lock.project,
+                                            step_id=ctx.step_id)
+            if self.held(lock):
+                assert self.approvals is not None
+                response, record = await decide_held(
+                    request, lock, principal, approvals=self.approvals,
+                    registry=self.registry, masked=self.masked, caller=caller,
+                    started=started, known=known)
+            else:
+                response, record = decide_with(request, lock, registry=self.registry,
+                                               masked=self.masked, caller=caller,
+                                               started=started, known=known)
+            amount = ctx.estimated_cost
+            if not response["allowed"] or not amount:
+                return response, record
+            if await self.ledger.hold(decision_id=response["decision_id"],
+                                      plan_id=lock.plan_id, project=lock.project,
+                                      amount=amount, plan_limit=profile.max_cost_per_plan,
+                                      total_limit=profile.max_total_cost):
+                return response, record
+        raise Unavailable("the plan's ledger changed under every attempt to hold this "
+                          "call's estimated cost; ask again", code="ledger_busy")
+
 
 async def decide_held(request: AuthorizeIn | AuthorizeWire, lock: PlanLock,
                       principal: Principal, *, approvals: ApprovalService,
                       registry: RegistryCache, masked: frozenset[str], caller: Caller,
-                      started: float) -> tuple[dict[str, Any], dict[str, Any]]:
+                      started: float, known: Known | None = None
+                      ) -> tuple[dict[str, Any], dict[str, Any]]:
     """A decision whose check 6 asks the service's approvals (SPEC §10). Decided first
     as if no approval existed: only when check 6 is the check that fails does it look for a
     grant bound to this exact request. A grant makes check 6 pass; its use is taken (a
@@ -94,7 +145,7 @@ async def decide_held(request: AuthorizeIn | AuthorizeWire, lock: PlanLock,
     is recorded (if recording fails: 503 and the use is forfeited). Otherwise the deny
     names the binding's pending approval, created once, or its rejection."""
     response, record = decide_with(request, lock, registry=registry, masked=masked,
-                                   caller=caller, started=started)
+                                   caller=caller, started=started, known=known)
     if response["allowed"] or record["code"] != "human_approval_required":
         return response, record
     tool = request.core_tool(registry.get(request.tool.name))
@@ -107,7 +158,7 @@ async def decide_held(request: AuthorizeIn | AuthorizeWire, lock: PlanLock,
     if grants:
         granted, granted_record = decide_with(request, lock, registry=registry, masked=masked,
                                               caller=caller, started=started,
-                                              approval="granted")
+                                              approval="granted", known=known)
         if not granted["allowed"]:
             return granted, granted_record  # a later check fails: no use is taken
         used = await approvals.use(grants, decision_id=granted["decision_id"], caller=caller)
@@ -174,11 +225,14 @@ def decide_with(
     caller: Caller = NOBODY,
     started: float | None = None,
     approval: str | None = None,
+    known: Known | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """decide() once the plan's lock is at hand (None: a stateless request) and the
     registry is fresh: no I/O, nothing awaited (the hot path calls it directly).
     `approval="granted"`: a grant held by the service matches (decide_held found it); in
-    a project with approval_mode server nothing else passes check 6."""
+    a project with approval_mode server nothing else passes check 6. `known`: what the
+    ledger knows (Authorizer.decide_metered); checks 7/8 run on the larger of it and the
+    submitted values."""
     if started is None:
         started = perf_counter()
     project = action_id = None
@@ -201,6 +255,14 @@ def decide_with(
             and registry.project(project).approval_mode == "server"):
         context.approval = approval or "absent"  # the agent's own flag is not evidence
         effective = {"approval": context.approval}
+    if known is not None:
+        context.accumulated_cost = max(context.accumulated_cost, known.plan)
+        context.total_accumulated_cost = max(context.total_accumulated_cost, known.project)
+        if known.step_failures is not None:
+            context.step_retry_count = max(context.step_retry_count, known.step_failures)
+        effective = {**(effective or {}), "accumulated_cost": context.accumulated_cost,
+                     "total_accumulated_cost": context.total_accumulated_cost,
+                     "step_retry_count": context.step_retry_count}
     # The skill and changeset layers answer only their write guard, registry or not.
     if (registered is None and request.layer == "runtime"
             and registry.deny_unregistered(project)):
@@ -252,13 +314,14 @@ def decide_with(
 def _detail(request: AuthorizeIn | AuthorizeWire, tool: Tool, *,
             context_masked: frozenset[str], deny: Any, stateless: bool) -> dict[str, Any]:
     ctx = request.context
+    args = mask(tool.args, context_masked)
     detail: dict[str, Any] = {
         "layer": request.layer,
         "tool": {
             "writes": tool.writes, "checkpointable": tool.checkpointable,
             "unsafe": tool.unsafe, "destructive": tool.destructive,
             "skill_category": tool.skill_category, "registered": tool.registered,
-            "args": mask(tool.args, context_masked),
+            "args": args,
         },
         "context": {  # spelled out: model_dump() cost more than the whole decision
             "plan_id": ctx.plan_id, "sandbox_id": ctx.sandbox_id,
@@ -267,13 +330,18 @@ def _detail(request: AuthorizeIn | AuthorizeWire, tool: Tool, *,
             "accumulated_cost": ctx.accumulated_cost,
             "total_accumulated_cost": ctx.total_accumulated_cost,
             "step_retry_count": ctx.step_retry_count, "dry_run": ctx.dry_run,
-            "confirmed": ctx.confirmed,
+            "confirmed": ctx.confirmed, "step_id": ctx.step_id,
+            "estimated_cost": ctx.estimated_cost,
             "metadata": mask(ctx.metadata, context_masked),
             "variables": mask(ctx.variables, context_masked),
         },
         "message": deny.message if deny else None,
         "deny_details": deny.details if deny else None,
     }
+    if args is not tool.args:
+        # Masked arguments cannot be digested later: an outcome's args_sha256 (SPEC §11) is
+        # compared with this digest of what was allowed.
+        detail["tool"]["args_sha256"] = canonical_sha256(tool.args)
     if stateless and request.safety_profile is not None:
         detail["safety_profile"] = request.safety_profile.as_dict()
     return detail

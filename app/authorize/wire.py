@@ -81,6 +81,8 @@ class ContextWire(_Strict):
     step_retry_count: Annotated[int, msgspec.Meta(ge=0)] = 0
     dry_run: bool = False
     confirmed: bool = False
+    step_id: Name | None = None
+    estimated_cost: Cost | None = None
 
 
 class AuthorizeWire(_Strict):

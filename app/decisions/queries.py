@@ -21,6 +21,7 @@ from app.decisions.chain import (
 )
 from app.decisions.records import iso
 from app.decisions.tables import RARE_KINDS, ChainHead, LogRecord
+from app.ledger.service import OUTCOME_GROUPS, OUTCOME_JOIN
 
 DECISION_KINDS = ("authorize", "screen", "plan", "resolve")
 EXPORT_CHUNK = 1000
@@ -136,13 +137,18 @@ async def stats(session: AsyncSession, filters: Filters, *, group_by: str | None
     answer: dict[str, Any] = {"total": {"count": total, "allowed": allowed_total or 0,
                                         "denied": total - (allowed_total or 0)}}
     if group_by is not None:
-        column = GROUPS[group_by]
-        query = (filters.apply(select(column.label("key"), count, allowed))
+        column = GROUPS.get(group_by)
+        query = select(count, allowed).select_from(LogRecord)
+        if column is None:  # by outcome (SPEC §11): decisions joined to their reports
+            column = OUTCOME_GROUPS[group_by]
+            table, key = OUTCOME_JOIN
+            query = query.outerjoin(table, key == LogRecord.decision_id)
+        query = (filters.apply(query.add_columns(column.label("key")))
                  .where(LogRecord.allowed.is_not(None))
                  .group_by(column).order_by(count.desc()))
         answer["groups"] = [
             {"key": key, "count": n, "allowed": a or 0, "denied": n - (a or 0)}
-            for key, n, a in (await session.execute(query)).all()
+            for n, a, key in (await session.execute(query)).all()
         ]
     if bucket is not None:
         expr = _bucket_expr(session.bind.dialect.name, bucket).label("bucket")

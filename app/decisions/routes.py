@@ -22,12 +22,13 @@ from app.kit.deps import Session, Sessions
 from app.kit.errors import InvalidInput, NotFound
 from app.kit.openapi import errors
 from app.kit.schemas import NAME_PATTERN, DateTime
+from app.ledger.service import outcome_of
 
 router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["decision log"])
 
 NameQuery = Annotated[str | None, Query(pattern=NAME_PATTERN)]
 CodeQuery = Annotated[str | None, Query(pattern=r"^[A-Za-z0-9_]{1,64}$")]
-Kind = Literal["authorize", "screen", "plan", "resolve", "config", "approval"]
+Kind = Literal["authorize", "screen", "plan", "resolve", "config", "approval", "outcome"]
 
 
 def _utc(moment: datetime | None, field: str = "since") -> datetime | None:
@@ -101,7 +102,8 @@ async def decision_stats(
     principal: PrincipalDep,
     since: DateTime | None = None,
     until: DateTime | None = None,
-    group_by: Literal["code", "tool", "project", "allowed", "error", "kind"] | None = None,
+    group_by: Literal["code", "tool", "project", "allowed", "error", "kind",
+                      "outcome", "unverified", "args_mismatch"] | None = None,
     bucket: Literal["minute", "hour", "day"] | None = None,
     project: NameQuery = None,
     tool: NameQuery = None,
@@ -121,7 +123,10 @@ async def get_decision(decision_id: str, session: Session,
     if row is None or not principal.sees(row.project):
         raise NotFound(f"decision '{decision_id[:64]}' does not exist",
                        decision_id=decision_id[:64])
-    return Response(orjson.dumps(queries.to_record(row)), media_type="application/json")
+    record = queries.to_record(row)
+    if row.kind == "authorize":  # what the agent reported of it (SPEC §11), null until then
+        record["outcome"] = await outcome_of(session, row.decision_id)
+    return Response(orjson.dumps(record), media_type="application/json")
 
 
 CSV_COLUMNS = ("seq", *RECORD_FIELDS, "prev_hash", "hash")

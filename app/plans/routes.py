@@ -25,9 +25,17 @@ from app.kit.deps import CallerDep, NameParam, Session, SettingsDep
 from app.kit.errors import Conflict, InvalidInput, NotFound
 from app.kit.openapi import errors
 from app.kit.schemas import NAME_PATTERN
+from app.ledger.service import plan_ledger
 from app.plans import repository as plan_repo
 from app.plans.deps import PlanCacheDep
-from app.plans.schemas import PlanIn, PlanList, PlanOut, ResolveIn, ResolveOut
+from app.plans.schemas import (
+    PlanIn,
+    PlanList,
+    PlanOut,
+    PlanWithLedgerOut,
+    ResolveIn,
+    ResolveOut,
+)
 from app.plans.service import (
     PlanLock,
     get_action_or_404,
@@ -125,12 +133,12 @@ async def list_plans(
     return {"items": [plan_out(p) for p in page], "next_cursor": next_cursor}
 
 
-@router.get("/plans/{plan_id}", response_model=PlanOut, responses=errors(404))
+@router.get("/plans/{plan_id}", response_model=PlanWithLedgerOut, responses=errors(404))
 async def get_plan(plan_id: NameParam, session: Session, principal: PrincipalDep) -> dict:
     plan = await plan_repo.get_plan(session, plan_id)
     if plan is None or not principal.sees(plan.project):
         raise plan_not_found(plan_id)
-    return plan_out(plan)
+    return {**plan_out(plan), "ledger": await plan_ledger(session, plan_id)}
 
 
 async def _transition(plan_id: str, transition: str, target: str, session: Session,

@@ -12,6 +12,7 @@ from pydantic import (
 )
 
 from app.kit.schemas import Name, ProfileName, Strict, one_profile
+from app.ledger.schemas import PlanLedgerOut
 from app.policy.profiles import SafetyProfile
 
 # --- plans and resolution --------------------------------------------------------------
@@ -37,6 +38,12 @@ class PlanOut(BaseModel):
     is_default: bool
     state: str
     created_at: datetime
+
+
+class PlanWithLedgerOut(PlanOut):
+    """GET /v1/plans/{plan_id}: the plan and its ledger (SPEC §11)."""
+
+    ledger: PlanLedgerOut
 
 
 class PlanList(BaseModel):

@@ -27,8 +27,17 @@ class FakeToolgate:
         assert steps, "script at least one step"
         self.steps = list(steps)
         self.requests: list[httpx.Request] = []
+        # Outcome reports (guards send one after each guarded call) are answered here, not
+        # from the script, and kept apart: (decision_id, body).
+        self.outcomes: list[tuple[str, Any]] = []
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if request.method == "POST" and path.endswith("/outcome"):
+            decision_id = path.split("/")[-2]
+            body = json.loads(request.content)
+            self.outcomes.append((decision_id, body))
+            return httpx.Response(201, json={"decision_id": decision_id, **body})
         self.requests.append(request)
         step = self.steps.pop(0) if len(self.steps) > 1 else self.steps[0]
         if isinstance(step, Exception):

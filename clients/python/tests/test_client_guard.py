@@ -16,6 +16,7 @@ from _toolgate_client_testkit import (
 )
 from toolgate_client import (
     ToolAccessDeniedError,
+    ToolExecutionError,
     ToolgateUnavailableError,
     ToolSandboxRequiredError,
 )
@@ -202,8 +203,16 @@ def test_guarded_context_manager() -> None:
 
 
 def test_guarded_does_not_swallow_body_exceptions() -> None:
+    # SPEC §11: reported as execution_failed, re-raised as ToolExecutionError with the
+    # original as its cause; with report=False the original passes through untouched.
     fake = FakeToolgate(httpx.Response(200, json=allow_payload()))
     with make_client(fake) as client:
-        with pytest.raises(KeyError):
+        with pytest.raises(ToolExecutionError) as info:
             with client.guarded(tool={"name": "fs.read"}):
                 raise KeyError("boom")
+        assert isinstance(info.value.__cause__, KeyError)
+        assert info.value.code == "execution_failed"
+        with pytest.raises(KeyError):
+            with client.guarded(tool={"name": "fs.read"}, report=False):
+                raise KeyError("boom")
+    assert [body["status"] for _, body in fake.outcomes] == ["execution_failed"]

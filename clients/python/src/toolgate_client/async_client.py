@@ -22,7 +22,7 @@ from ._base import (
     _segment,
     _wait_slice,
 )
-from .guard import make_guard
+from .guard import error_text, execution_failed, make_guard, outcome_body
 from .models import Decision
 
 __all__ = ["AsyncClient"]
@@ -270,6 +270,8 @@ class AsyncClient(_BaseClient):
         context: Mapping[str, Any] | Callable[..., Mapping[str, Any] | None] | None = None,
         safety_profile: Mapping[str, Any] | Callable[..., Any] | None = None,
         layer: str | None = None,
+        report: bool = True,
+        cost: float | Callable[[Any], float | None] | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator for ``async def`` functions (see :meth:`Client.guard`).
 
@@ -284,6 +286,8 @@ class AsyncClient(_BaseClient):
             context=context,
             safety_profile=safety_profile,
             layer=layer,
+            report=report,
+            cost=cost,
         )
 
     @asynccontextmanager
@@ -296,9 +300,11 @@ class AsyncClient(_BaseClient):
         safety_profile: Mapping[str, Any] | None = None,
         layer: str | None = None,
         request_id: str | None = None,
+        report: bool = True,
+        cost: float | Callable[[], float | None] | None = None,
     ) -> AsyncIterator[Decision]:
         """``async with client.guarded(tool=...) as decision:`` -- enforces on enter."""
-        yield await self.enforce(
+        decision = await self.enforce(
             tool=tool,
             plan_id=plan_id,
             context=context,
@@ -306,3 +312,43 @@ class AsyncClient(_BaseClient):
             layer=layer,
             request_id=request_id,
         )
+        if not report:
+            yield decision
+            return
+        try:
+            yield decision
+        except Exception as exc:
+            await self.report_outcome(
+                decision.decision_id or "", "execution_failed", error=error_text(exc)
+            )
+            raise execution_failed(decision, exc) from exc
+        await self.report_outcome(
+            decision.decision_id or "", "succeeded", cost=cost() if callable(cost) else cost
+        )
+
+    # -- outcomes (SPEC §11) -------------------------------------------------------------
+
+    async def report_outcome(
+        self,
+        decision_id: str,
+        status: str = "succeeded",
+        *,
+        cost: float | None = None,
+        verified: bool | None = None,
+        error: str | None = None,
+        args_sha256: str | None = None,
+        artifacts: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Report what an allowed call did (``POST /v1/decisions/{id}/outcome``): the
+        stored outcome. The same report again is answered with it; a different one raises
+        (409)."""
+        path = f"/v1/decisions/{_segment(decision_id, 'decision_id')}/outcome"
+        body = outcome_body(
+            status,
+            cost=cost,
+            verified=verified,
+            error=error,
+            args_sha256=args_sha256,
+            artifacts=artifacts,
+        )
+        return self._object(await self.request("POST", path, body), path)

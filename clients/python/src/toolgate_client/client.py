@@ -37,7 +37,7 @@ from ._base import (
     _wait_slice,
 )
 from .async_client import AsyncClient
-from .guard import make_guard
+from .guard import error_text, execution_failed, make_guard, outcome_body
 from .models import Decision
 
 __all__ = ["Client", "AsyncClient", "DEFAULT_BASE_URL", "RETRY_STATUSES"]
@@ -308,6 +308,8 @@ class Client(_BaseClient):
         context: Mapping[str, Any] | Callable[..., Mapping[str, Any] | None] | None = None,
         safety_profile: Mapping[str, Any] | Callable[..., Any] | None = None,
         layer: str | None = None,
+        report: bool = True,
+        cost: float | Callable[[Any], float | None] | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator: ``enforce`` before every call of the wrapped (sync or async) function.
 
@@ -324,6 +326,8 @@ class Client(_BaseClient):
             context=context,
             safety_profile=safety_profile,
             layer=layer,
+            report=report,
+            cost=cost,
         )
 
     @contextmanager
@@ -336,9 +340,11 @@ class Client(_BaseClient):
         safety_profile: Mapping[str, Any] | None = None,
         layer: str | None = None,
         request_id: str | None = None,
+        report: bool = True,
+        cost: float | Callable[[], float | None] | None = None,
     ) -> Iterator[Decision]:
         """``with client.guarded(tool=...) as decision:`` -- enforces on enter."""
-        yield self.enforce(
+        decision = self.enforce(
             tool=tool,
             plan_id=plan_id,
             context=context,
@@ -346,3 +352,43 @@ class Client(_BaseClient):
             layer=layer,
             request_id=request_id,
         )
+        if not report:
+            yield decision
+            return
+        try:
+            yield decision
+        except Exception as exc:
+            self.report_outcome(
+                decision.decision_id or "", "execution_failed", error=error_text(exc)
+            )
+            raise execution_failed(decision, exc) from exc
+        self.report_outcome(
+            decision.decision_id or "", "succeeded", cost=cost() if callable(cost) else cost
+        )
+
+    # -- outcomes (SPEC §11) -------------------------------------------------------------
+
+    def report_outcome(
+        self,
+        decision_id: str,
+        status: str = "succeeded",
+        *,
+        cost: float | None = None,
+        verified: bool | None = None,
+        error: str | None = None,
+        args_sha256: str | None = None,
+        artifacts: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Report what an allowed call did (``POST /v1/decisions/{id}/outcome``): the
+        stored outcome. The same report again is answered with it; a different one raises
+        (409)."""
+        path = f"/v1/decisions/{_segment(decision_id, 'decision_id')}/outcome"
+        body = outcome_body(
+            status,
+            cost=cost,
+            verified=verified,
+            error=error,
+            args_sha256=args_sha256,
+            artifacts=artifacts,
+        )
+        return self._object(self.request("POST", path, body), path)

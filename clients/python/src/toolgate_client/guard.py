@@ -8,7 +8,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["make_guard"]
+__all__ = ["error_text", "execution_failed", "make_guard", "outcome_body"]
 
 
 def _arguments(sig: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict:
@@ -43,6 +43,44 @@ def _builder(value: Any) -> Callable[[dict[str, Any]], Any]:
     return lambda arguments: value(**{k: v for k, v in arguments.items() if k in accepted})
 
 
+def outcome_body(
+    status: str,
+    *,
+    cost: float | None = None,
+    verified: bool | None = None,
+    error: str | None = None,
+    args_sha256: str | None = None,
+    artifacts: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """``POST /v1/decisions/{id}/outcome``'s body: the fields given, nothing else."""
+    body: dict[str, Any] = {"status": status}
+    for key, value in (("cost", cost), ("verified", verified), ("error", error),
+                       ("args_sha256", args_sha256), ("artifacts", artifacts)):
+        if value is not None:
+            body[key] = value
+    return body
+
+
+def error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:2000]
+
+
+def execution_failed(decision: Any, exc: BaseException) -> Exception:
+    """The ToolExecutionError a guard raises (``from exc``) when the guarded call fails."""
+    from .errors import ToolExecutionError
+
+    return ToolExecutionError(
+        f"Tool call of decision {decision.decision_id} failed: {error_text(exc)}",
+        code="execution_failed",
+        decision_id=decision.decision_id,
+        decision=decision,
+    )
+
+
+def _cost(cost: Any, *args: Any) -> float | None:
+    return cost(*args) if callable(cost) else cost
+
+
 def make_guard(
     client: Any,
     *,
@@ -52,6 +90,8 @@ def make_guard(
     context: Any = None,
     safety_profile: Any = None,
     layer: str | None = None,
+    report: bool = False,
+    cost: Any = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     if tool is None:
         raise TypeError("guard() needs tool= (a mapping, or a callable building one)")
@@ -75,14 +115,27 @@ def make_guard(
 
         if inspect.iscoroutinefunction(fn):
 
+            async def call(method: Any, *call_args: Any, **call_kwargs: Any) -> Any:
+                if is_async:
+                    return await method(*call_args, **call_kwargs)
+                # a sync Client must not block the event loop
+                return await asyncio.to_thread(
+                    functools.partial(method, *call_args, **call_kwargs))
+
             @functools.wraps(fn)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                params = enforce_kwargs(args, kwargs)
-                if is_async:
-                    await client.enforce(**params)
-                else:  # a sync Client must not block the event loop
-                    await asyncio.to_thread(functools.partial(client.enforce, **params))
-                return await fn(*args, **kwargs)
+                decision = await call(client.enforce, **enforce_kwargs(args, kwargs))
+                if not report:
+                    return await fn(*args, **kwargs)
+                try:
+                    result = await fn(*args, **kwargs)
+                except Exception as exc:
+                    await call(client.report_outcome, decision.decision_id,
+                               "execution_failed", error=error_text(exc))
+                    raise execution_failed(decision, exc) from exc
+                await call(client.report_outcome, decision.decision_id, "succeeded",
+                           cost=_cost(cost, result))
+                return result
 
             return async_wrapper
 
@@ -94,8 +147,17 @@ def make_guard(
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            client.enforce(**enforce_kwargs(args, kwargs))
-            return fn(*args, **kwargs)
+            decision = client.enforce(**enforce_kwargs(args, kwargs))
+            if not report:
+                return fn(*args, **kwargs)
+            try:
+                result = fn(*args, **kwargs)
+            except Exception as exc:
+                client.report_outcome(decision.decision_id, "execution_failed",
+                                      error=error_text(exc))
+                raise execution_failed(decision, exc) from exc
+            client.report_outcome(decision.decision_id, "succeeded", cost=_cost(cost, result))
+            return result
 
         return wrapper
 

@@ -1,0 +1,246 @@
+"""The ledger (SPEC §11): what checks 7 and 8 know beyond what the agent submits, the holds
+that make one budget across replicas, and outcome reports settling them.
+
+A hold is a conditional UPDATE of the plan's ledger row (and, under max_total_cost, the
+project's) in one transaction: `held = held + estimate WHERE spent + held < limit`. On
+Postgres a concurrent UPDATE of the same row waits for the first to commit and then
+re-evaluates its WHERE on the new row; SQLite serialises write transactions. So however
+many calls race on however many replicas, each hold is granted only while spend and holds
+are under the limit: they pass it by at most one call's estimate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.decisions.records import iso
+from app.ledger.tables import Hold, Outcome, PlanLedger, ProjectLedger, StepLedger
+from app.store.base import utcnow
+from app.store.engine import WRITE_OPTION
+
+NO_PROJECT = ""  # the project ledger of plans in no project
+ERROR_CLASSES = {"activation_failed": "ToolActivationError",
+                 "execution_failed": "ToolExecutionError",
+                 "deactivation_failed": "ToolDeactivationError"}
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """What the ledger knows when a decision is made: plan spent + held, project spent +
+    held, and the step's failed attempts (None without a step_id)."""
+
+    plan: float = 0.0
+    project: float = 0.0
+    step_failures: int | None = None
+
+
+class _Refused(Exception):
+    """A hold's conditional update matched no row: roll the transaction back."""
+
+
+def needs_ledger(profile: Any, step_id: str | None) -> bool:
+    """Whether checks 7/8 of this plan ask the ledger: a cost limit, or a step to count.
+    Every other decision keeps the memory-only path."""
+    return (profile.max_cost_per_plan is not None or profile.max_total_cost is not None
+            or step_id is not None)
+
+
+def _insert(session: AsyncSession) -> Any:
+    return pg_insert if session.bind.dialect.name == "postgresql" else sqlite_insert
+
+
+async def _ensure_rows(session: AsyncSession, plan_id: str, project: str | None) -> None:
+    insert = _insert(session)
+    await session.execute(insert(PlanLedger).values(
+        plan_id=plan_id, project=project, spent=0.0, held=0.0).on_conflict_do_nothing())
+    await session.execute(insert(ProjectLedger).values(
+        project=project or NO_PROJECT, spent=0.0, held=0.0).on_conflict_do_nothing())
+
+
+async def _add(session: AsyncSession, plan_id: str, project: str | None, *,
+               spent: float = 0.0, held: float = 0.0) -> None:
+    await _ensure_rows(session, plan_id, project)
+    await session.execute(update(PlanLedger).where(PlanLedger.plan_id == plan_id).values(
+        spent=PlanLedger.spent + spent, held=PlanLedger.held + held))
+    await session.execute(update(ProjectLedger)
+                          .where(ProjectLedger.project == (project or NO_PROJECT))
+                          .values(spent=ProjectLedger.spent + spent,
+                                  held=ProjectLedger.held + held))
+
+
+class Ledger:
+    """One per process (main.py puts it on app.state.ledger)."""
+
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], *,
+                 hold_seconds: int = 3600) -> None:
+        self.sessions = sessions
+        self.hold_for = timedelta(seconds=hold_seconds)
+
+    # --- checks 7 and 8 ----------------------------------------------------------------
+
+    async def known(self, *, plan_id: str, project: str | None,
+                    step_id: str | None) -> Known:
+        async with self.sessions() as session:
+            plan = (await session.execute(
+                select(PlanLedger.spent + PlanLedger.held)
+                .where(PlanLedger.plan_id == plan_id))).scalar()
+            total = (await session.execute(
+                select(ProjectLedger.spent + ProjectLedger.held)
+                .where(ProjectLedger.project == (project or NO_PROJECT)))).scalar()
+            failures = None
+            if step_id is not None:
+                failures = (await session.execute(
+                    select(StepLedger.failures).where(StepLedger.plan_id == plan_id,
+                                                      StepLedger.step_id == step_id)
+                )).scalar() or 0
+        return Known(plan=plan or 0.0, project=total or 0.0, step_failures=failures)
+
+    async def hold(self, *, decision_id: str, plan_id: str, project: str | None,
+                   amount: float, plan_limit: float | None,
+                   total_limit: float | None) -> bool:
+        """Hold `amount` for an allowed decision, before it is recorded. False (nothing
+        held) when spend and holds reached a limit meanwhile: the caller decides again."""
+        try:
+            async with self.sessions() as session, session.begin():
+                await session.connection(execution_options={WRITE_OPTION: True})
+                await _ensure_rows(session, plan_id, project)
+                query = update(PlanLedger).where(PlanLedger.plan_id == plan_id)
+                if plan_limit is not None:
+                    query = query.where(PlanLedger.spent + PlanLedger.held < plan_limit)
+                if (await session.execute(query.values(held=PlanLedger.held + amount))
+                        ).rowcount != 1:
+                    raise _Refused
+                query = update(ProjectLedger).where(
+                    ProjectLedger.project == (project or NO_PROJECT))
+                if total_limit is not None:
+                    query = query.where(
+                        ProjectLedger.spent + ProjectLedger.held < total_limit)
+                if (await session.execute(query.values(held=ProjectLedger.held + amount))
+                        ).rowcount != 1:
+                    raise _Refused  # rolls the plan's hold back too
+                session.add(Hold(decision_id=decision_id, plan_id=plan_id, project=project,
+                                 amount=amount, state="held",
+                                 expires_at=utcnow() + self.hold_for))
+        except _Refused:
+            return False
+        return True
+
+    # --- outcomes ----------------------------------------------------------------------
+
+    async def settle(self, session: AsyncSession, outcome: Outcome) -> None:
+        """Book a newly stored outcome, in the report's transaction: its hold is released
+        (or, if it had lapsed and was charged, the charge is taken back), its cost is spent,
+        and a failed or unverified attempt counts against its step."""
+        plan_id = outcome.plan_id
+        if plan_id is None:
+            return
+        hold = await session.get(Hold, outcome.decision_id, with_for_update=True,
+                                 populate_existing=True)
+        spent, held = outcome.cost, 0.0
+        if hold is not None and hold.state != "settled":
+            if hold.state == "held":
+                held -= hold.amount
+            else:  # charged when it lapsed: the report replaces the charge
+                spent -= hold.amount
+            hold.state = "settled"
+        await _add(session, plan_id, outcome.project, spent=spent, held=held)
+        if outcome.step_id is not None and (outcome.status != "succeeded"
+                                            or outcome.unverified):
+            await session.execute(_insert(session)(StepLedger).values(
+                plan_id=plan_id, step_id=outcome.step_id, failures=0
+            ).on_conflict_do_nothing())
+            await session.execute(update(StepLedger).where(
+                StepLedger.plan_id == plan_id, StepLedger.step_id == outcome.step_id
+            ).values(failures=StepLedger.failures + 1))
+
+    # --- lapsed holds ------------------------------------------------------------------
+
+    async def sweep(self, *, limit: int = 100) -> int:
+        """Charge holds unreported past their time as spent (spend + holds stay the same,
+        so no decision changes). Conditional per hold: one charge whichever replica."""
+        now = utcnow()
+        async with self.sessions() as session:
+            due = list((await session.execute(
+                select(Hold.decision_id).where(Hold.state == "held", Hold.expires_at <= now)
+                .order_by(Hold.expires_at).limit(limit))).scalars())
+        if not due:
+            return 0
+        charged = 0
+        async with self.sessions() as session, session.begin():
+            await session.connection(execution_options={WRITE_OPTION: True})
+            for decision_id in due:
+                changed = await session.execute(
+                    update(Hold).where(Hold.decision_id == decision_id, Hold.state == "held")
+                    .values(state="charged"))
+                if changed.rowcount != 1:
+                    continue
+                hold = await session.get(Hold, decision_id, populate_existing=True)
+                assert hold is not None
+                await _add(session, hold.plan_id, hold.project, spent=hold.amount,
+                           held=-hold.amount)
+                charged += 1
+        return charged
+
+    # --- credit --------------------------------------------------------------------------
+
+    async def credit(self, session: AsyncSession, *, amount: float, plan_id: str | None,
+                     project: str | None) -> None:
+        """Lower spent: a plan's credit lowers its project's too (a project's totals are
+        over its plans); a project's credit lowers only the project's."""
+        if plan_id is not None:
+            await _add(session, plan_id, project, spent=-amount)
+            return
+        await session.execute(_insert(session)(ProjectLedger).values(
+            project=project or NO_PROJECT, spent=0.0, held=0.0).on_conflict_do_nothing())
+        await session.execute(update(ProjectLedger)
+                              .where(ProjectLedger.project == (project or NO_PROJECT))
+                              .values(spent=ProjectLedger.spent - amount))
+
+
+# --- reading ---------------------------------------------------------------------------
+
+async def plan_ledger(session: AsyncSession, plan_id: str) -> dict[str, Any]:
+    """`GET /v1/plans/{id}`'s "ledger"."""
+    row = await session.get(PlanLedger, plan_id, populate_existing=True)
+    steps = (await session.execute(
+        select(StepLedger.step_id, StepLedger.failures)
+        .where(StepLedger.plan_id == plan_id).order_by(StepLedger.step_id))).all()
+    return {"spent": _num(row.spent if row else 0.0), "held": _num(row.held if row else 0.0),
+            "steps": {step: {"failures": n} for step, n in steps}}
+
+
+async def project_ledger(session: AsyncSession, project: str) -> dict[str, Any]:
+    row = await session.get(ProjectLedger, project, populate_existing=True)
+    return {"project": project, "spent": _num(row.spent if row else 0.0),
+            "held": _num(row.held if row else 0.0)}
+
+
+def _num(value: float) -> float:
+    # Sums of floats leave residue (0.1 + 0.2 - 0.3); a ledger shows cents, not that.
+    return round(value, 9) + 0.0
+
+
+def outcome_out(row: Outcome) -> dict[str, Any]:
+    return {"status": row.status, "cost": row.cost, "verified": row.verified,
+            "error": row.error, "args_sha256": row.args_sha256, "artifacts": row.artifacts,
+            "error_class": row.error_class, "unverified": row.unverified,
+            "args_mismatch": row.args_mismatch, "reported_at": iso(row.reported_at)}
+
+
+async def outcome_of(session: AsyncSession, decision_id: str) -> dict[str, Any] | None:
+    """`GET /v1/decisions/{id}`'s "outcome" (None until reported)."""
+    row = await session.get(Outcome, decision_id)
+    return outcome_out(row) if row is not None else None
+
+
+# Columns `GET /v1/decisions/stats?group_by=` may group authorize decisions by (joined on
+# decision_id: a decision without a report groups under null).
+OUTCOME_GROUPS = {"outcome": Outcome.status, "unverified": Outcome.unverified,
+                  "args_mismatch": Outcome.args_mismatch}
+OUTCOME_JOIN = (Outcome, Outcome.decision_id)

@@ -1,0 +1,144 @@
+"""Outcome reports (SPEC §11) as an agent makes them, on SQLite and Postgres: idempotent,
+refused for denies and other keys, recorded in the chain, shown on the decision, counted
+in stats, and classed (lifecycle errors, unverified, args mismatch)."""
+
+from __future__ import annotations
+
+import orjson
+
+from app.kit.canonical import canonical_sha256
+from tests.ledger.helpers import authorize, call, new_key, plan_with, report
+
+
+async def test_first_report_201_same_again_200_different_409(client):
+    plan = await plan_with(client)
+    allowed = await authorize(client, call(plan))
+    assert allowed["allowed"] is True
+    body = {"status": "succeeded", "cost": 1.5, "verified": True}
+    first = await report(client, allowed["decision_id"], body)
+    assert first.status_code == 201, first.text
+    out = first.json()
+    assert out["status"] == "succeeded" and out["cost"] == 1.5
+    assert out["error_class"] is None and out["unverified"] is False
+    assert out["args_mismatch"] is False and out["reported_at"]
+    again = await report(client, allowed["decision_id"], body)
+    assert again.status_code == 200 and again.json() == out
+    other = await report(client, allowed["decision_id"], {**body, "cost": 2})
+    assert other.status_code == 409
+    assert other.json()["error"]["code"] == "outcome_conflict"
+    # Only the first counted.
+    ledger = (await client.get(f"/v1/plans/{plan}")).json()["ledger"]
+    assert ledger == {"spent": 1.5, "held": 0.0, "steps": {}}
+
+
+async def test_deny_is_409_unknown_is_404_and_nothing_changes(client):
+    plan = await plan_with(client, project="ro")
+    denied = await authorize(client, call(plan, plan_read_only=True))
+    assert denied["allowed"] is False
+    r = await report(client, denied["decision_id"], {"status": "succeeded", "cost": 3})
+    assert r.status_code == 409 and r.json()["error"]["code"] == "outcome_for_deny"
+    r = await report(client, "0193a0c4-0000-7000-8000-000000000000", {"status": "succeeded"})
+    assert r.status_code == 404
+    assert (await client.get(f"/v1/plans/{plan}")).json()["ledger"]["spent"] == 0.0
+    listed = (await client.get("/v1/decisions?kind=outcome")).json()["items"]
+    assert listed == []
+
+
+async def test_bad_input_is_a_422_naming_the_field(client):
+    plan = await plan_with(client)
+    allowed = await authorize(client, call(plan))
+    for body, field in (({"status": "done"}, "status"),
+                        ({"status": "succeeded", "cost": -1}, "cost"),
+                        ({"status": "succeeded", "verified": "true"}, "verified"),
+                        ({"status": "succeeded", "args_sha256": "xyz"}, "args_sha256"),
+                        ({"status": "succeeded", "error": "e" * 2001}, "error"),
+                        ({"status": "succeeded", "artifacts": [{"path": "a"}] * 101},
+                         "artifacts"),
+                        ({"status": "succeeded", "extra": 1}, "extra")):
+        r = await report(client, allowed["decision_id"], body)
+        assert r.status_code == 422, (body, r.text)
+        assert field in r.text, (field, r.text)
+    r = await client.get(f"/v1/decisions/{allowed['decision_id']}")
+    assert r.json()["outcome"] is None
+
+
+async def test_only_the_deciding_key_or_an_admin_may_report(client):
+    plan = await plan_with(client)
+    agent = await new_key(client, "agent")
+    other = await new_key(client, "agent")
+    elsewhere = await new_key(client, "agent", projects=["elsewhere"])
+    allowed = await authorize(client, call(plan), agent)
+    r = await report(client, allowed["decision_id"], {"status": "succeeded"}, other)
+    assert r.status_code == 403 and r.json()["error"]["code"] == "outcome_forbidden"
+    r = await report(client, allowed["decision_id"], {"status": "succeeded"}, elsewhere)
+    assert r.status_code == 404
+    r = await report(client, allowed["decision_id"], {"status": "succeeded"}, agent)
+    assert r.status_code == 201
+
+
+async def test_lifecycle_classes_unverified_and_args_mismatch(client):
+    plan = await plan_with(client)
+    args = {"service": "web", "replicas": 3}
+    digest = canonical_sha256(args)
+    cases = [
+        ({"status": "activation_failed", "error": "no such binary"},
+         {"error_class": "ToolActivationError"}),
+        ({"status": "execution_failed"}, {"error_class": "ToolExecutionError"}),
+        ({"status": "deactivation_failed"}, {"error_class": "ToolDeactivationError"}),
+        ({"status": "succeeded", "verified": False}, {"unverified": True}),
+        ({"status": "succeeded", "args_sha256": digest}, {"args_mismatch": False}),
+        ({"status": "succeeded", "args_sha256": canonical_sha256({"service": "db"})},
+         {"args_mismatch": True}),
+    ]
+    for body, expected in cases:
+        # Key order and number spelling do not matter: RFC 8785.
+        allowed = await authorize(client, call(plan, args={"replicas": 3.0,
+                                                           "service": "web"}))
+        r = await report(client, allowed["decision_id"], body)
+        assert r.status_code == 201, r.text
+        for key, value in expected.items():
+            assert r.json()[key] == value, (body, r.json())
+        shown = (await client.get(f"/v1/decisions/{allowed['decision_id']}")).json()
+        assert shown["outcome"] == {k: v for k, v in r.json().items()
+                                    if k != "decision_id"}
+
+
+async def test_recorded_in_the_chain_exported_and_grouped_in_stats(client):
+    plan = await plan_with(client)
+    statuses = ["succeeded", "succeeded", "execution_failed"]
+    for status in statuses:
+        allowed = await authorize(client, call(plan))
+        body = {"status": status}
+        if status == "succeeded":
+            body["verified"] = False
+        assert (await report(client, allowed["decision_id"], body)).status_code == 201
+    await authorize(client, call(plan))  # not reported
+    records = (await client.get("/v1/decisions?kind=outcome")).json()["items"]
+    assert len(records) == 3
+    assert {r["code"] for r in records} == {"succeeded", "execution_failed"}
+    assert {r["error"] for r in records} == {None, "ToolExecutionError"}
+    exported = [orjson.loads(line) for line in
+                (await client.get("/v1/audit/export")).content.splitlines()]
+    assert sum(1 for r in exported if r["kind"] == "outcome") == 3
+    assert (await client.get("/v1/audit/verify")).json()["ok"] is True
+    groups = (await client.get("/v1/decisions/stats?group_by=outcome&kind=authorize")
+              ).json()["groups"]
+    assert {g["key"]: g["count"] for g in groups} == {
+        "succeeded": 2, "execution_failed": 1, None: 1}
+    groups = (await client.get("/v1/decisions/stats?group_by=unverified&kind=authorize")
+              ).json()["groups"]
+    assert {g["key"]: g["count"] for g in groups} == {True: 2, False: 1, None: 1}
+
+
+async def test_batch_answers_in_order(client):
+    plan = await plan_with(client)
+    one = await authorize(client, call(plan))
+    two = await authorize(client, call(plan))
+    r = await client.post("/v1/outcomes", json={"outcomes": [
+        {"decision_id": one["decision_id"], "status": "succeeded", "cost": 1},
+        {"decision_id": "nope", "status": "succeeded"},
+        {"decision_id": two["decision_id"], "status": "execution_failed", "cost": 2},
+        {"decision_id": one["decision_id"], "status": "succeeded", "cost": 1}]})
+    assert r.status_code == 200, r.text
+    assert [i["status_code"] for i in r.json()["items"]] == [201, 404, 201, 200]
+    assert (await client.get(f"/v1/plans/{plan}")).json()["ledger"]["spent"] == 3.0
