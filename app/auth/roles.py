@@ -72,6 +72,8 @@ PERMISSIONS: dict[str, Rule] = {
                              note="within the key's projects, else 404; never an approval "
                                   "requested by a key of the same principal (403)"),
     "webhooks.manage": Rule(_roles(), note="webhooks and their deliveries (SPEC §10)"),
+    "replay": Rule(_roles(Role.AUDITOR),
+                   note="decisions of the key's projects only (SPEC §12); changes nothing"),
 }
 
 # Routes that never need a key.
@@ -140,6 +142,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("PUT", "/v1/webhooks/{name}"): "webhooks.manage",
     ("DELETE", "/v1/webhooks/{name}"): "webhooks.manage",
     ("GET", "/v1/webhooks/{name}/deliveries"): "webhooks.manage",
+    ("POST", "/v1/replay"): "replay",
 }
 
 # Unmapped routes: admins only (fail closed, still behind a key).
