@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from app.policy.checks import evaluate, unregistered
 from app.policy.model import LAYERS, Capability, Context, Layer, RegisteredTool, Tool
 from app.policy.profiles import SafetyProfile
@@ -72,8 +74,7 @@ def replay(detail: dict[str, Any], *, tool_name: str, plan_id: str | None,
         profile = candidate.profile or plan_profile
     else:
         own = detail.get("safety_profile")
-        profile = None if own is None else (candidate.profile
-                                            or SafetyProfile.model_validate(own))
+        profile = None if own is None else (candidate.profile or _profile(own))
     context = _context(detail, plan_id=plan_id, bound=bound,
                        server=settings.get("approval_mode") == "server")
     deny_unregistered = layer is Layer.RUNTIME and bool(settings.get("deny_unregistered_tools"))
@@ -106,6 +107,20 @@ def replay(detail: dict[str, Any], *, tool_name: str, plan_id: str | None,
     return verdict(result.allowed, result.deny.code if result.deny else None)
 
 
+_PROFILES: dict[bytes, SafetyProfile] = {}  # stateless requests' own profiles, by their text
+
+
+def _profile(own: dict[str, Any]) -> SafetyProfile:
+    """A stateless request's recorded profile; the same few come back again and again."""
+    key = orjson.dumps(own, option=orjson.OPT_SORT_KEYS)
+    profile = _PROFILES.get(key)
+    if profile is None:
+        if len(_PROFILES) >= 1024:
+            _PROFILES.clear()
+        profile = _PROFILES[key] = SafetyProfile.model_validate(own)
+    return profile
+
+
 def _refused(name: str, context: Context, capability: dict[str, Any] | None) -> str:
     writes = bool(capability is not None and capability.get("writes"))
     result = unregistered(name, context, writes=writes)
@@ -121,22 +136,20 @@ def _context(detail: dict[str, Any], *, plan_id: str | None, bound: bool,
         # Server mode, and no approval was looked up (the plan's profile needed none):
         # none is taken as granted, as the service would not count the agent's flag.
         approval = "absent"
-    return Context(
-        plan_id=plan_id,
-        sandbox_id=c["sandbox_id"] or None,
-        sandbox_root=c["sandbox_root"],
-        variables=c["variables"],
-        plan_read_only=bool(c["plan_read_only"] or effective.get("plan_read_only")),
-        require_checkpoints=c["require_checkpoints"],
-        metadata=c["metadata"],
-        accumulated_cost=effective.get("accumulated_cost", c["accumulated_cost"]),
-        total_accumulated_cost=effective.get("total_accumulated_cost",
-                                             c["total_accumulated_cost"]),
-        step_retry_count=effective.get("step_retry_count", c["step_retry_count"]),
-        dry_run=c["dry_run"],
-        confirmed=c["confirmed"],
-        approval=approval,
-    )
+    if effective:
+        return Context(
+            plan_id, c["sandbox_id"] or None, c["sandbox_root"], c["variables"],
+            bool(c["plan_read_only"] or effective.get("plan_read_only")),
+            c["require_checkpoints"], c["metadata"],
+            effective.get("accumulated_cost", c["accumulated_cost"]),
+            effective.get("total_accumulated_cost", c["total_accumulated_cost"]),
+            effective.get("step_retry_count", c["step_retry_count"]),
+            c["dry_run"], c["confirmed"], approval)
+    # Positional, in Context's field order (as core_context does): once per record.
+    return Context(plan_id, c["sandbox_id"] or None, c["sandbox_root"], c["variables"],
+                   c["plan_read_only"], c["require_checkpoints"], c["metadata"],
+                   c["accumulated_cost"], c["total_accumulated_cost"],
+                   c["step_retry_count"], c["dry_run"], c["confirmed"], approval)
 
 
 def _check_masked(masked: dict[str, list[str]], tool: Tool, context: Context,

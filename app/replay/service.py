@@ -9,6 +9,7 @@ stopped (`to`), never a timeout. Nothing is written but one audit record of the 
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -37,9 +38,9 @@ from app.replay.engine import (
 
 BATCH = 1000
 _PLANS_REMEMBERED = 10_000  # the replay's own memo of plans' profiles, bounded
-_COLUMNS = (LogRecord.seq, LogRecord.decision_id, LogRecord.created_at, LogRecord.plan_id,
-            LogRecord.action_id, LogRecord.tool, LogRecord.allowed, LogRecord.code,
-            LogRecord.detail)
+_LOG = LogRecord.__table__.c  # the table's columns: plain rows, no ORM loading per row
+_COLUMNS = (_LOG.seq, _LOG.decision_id, _LOG.created_at, _LOG.plan_id, _LOG.action_id,
+            _LOG.tool, _LOG.allowed, _LOG.code, _LOG.detail)
 
 
 @dataclass
@@ -120,21 +121,38 @@ class Replayer:
             earliest = await session.scalar(
                 select(LogRecord.created_at).order_by(LogRecord.seq).limit(1))
         cursor, last = (bounds[0] - 1, bounds[1]) if bounds else (0, 0)
-        while cursor < last and not truncated:
-            rows = await self._batch(window, cursor, last,
-                                     min(BATCH, self.max_records - read))
-            if not rows:
-                break
-            cursor = rows[-1].seq
-            for row in rows:
-                # seq_range may hold a few records just outside the window (see there).
-                if not window.since <= row.created_at < window.until:
-                    continue
-                read += 1
-                last_time = row.created_at
-                await self._one(row, candidate, profiles, tally)
-            if read >= self.max_records and cursor < last:
-                truncated = True
+        # The next batch is read while this one is evaluated: the database (another process,
+        # or SQLite's thread) works while the checks run here. Two batches at most in memory.
+        ahead = (asyncio.ensure_future(self._batch(window, cursor, last, BATCH))
+                 if cursor < last else None)
+        try:
+            while ahead is not None:
+                rows = await ahead
+                ahead = None
+                if not rows:
+                    break
+                rows = rows[:self.max_records - read]
+                cursor = rows[-1].seq
+                if cursor < last and read + len(rows) < self.max_records:
+                    ahead = asyncio.ensure_future(self._batch(window, cursor, last, BATCH))
+                if candidate.profile is None:
+                    await self._plan_profiles(rows, profiles)
+                since, until, one = window.since, window.until, self._one
+                for row in rows:
+                    # seq_range may hold a few records just outside the window (see there).
+                    if not since <= row[2] < until:
+                        continue
+                    read += 1
+                    last_time = row[2]
+                    one(row, candidate, profiles, tally)
+                if read >= self.max_records and cursor < last:
+                    truncated = True
+                    break
+                if ahead is None and cursor < last:  # rows outside the window left room
+                    ahead = asyncio.ensure_future(self._batch(window, cursor, last, BATCH))
+        finally:
+            if ahead is not None:
+                ahead.cancel()
         start = window.since if earliest is None else max(window.since, earliest)
         return {**tally.answer(), "from": iso(start),
                 "to": iso(last_time) if last_time is not None else None,
@@ -142,32 +160,30 @@ class Replayer:
 
     async def _batch(self, window: Window, cursor: int, last: int, limit: int) -> list[Any]:
         query = (select(*_COLUMNS)
-                 .where(LogRecord.seq > cursor, LogRecord.seq <= last,
-                        LogRecord.kind == "authorize")
-                 .order_by(LogRecord.seq).limit(limit))
-        for column, value in ((LogRecord.project, window.project),
-                              (LogRecord.plan_id, window.plan_id),
-                              (LogRecord.tool, window.tool)):
+                 .where(_LOG.seq > cursor, _LOG.seq <= last, _LOG.kind == "authorize")
+                 .order_by(_LOG.seq).limit(limit))
+        for column, value in ((_LOG.project, window.project), (_LOG.plan_id, window.plan_id),
+                              (_LOG.tool, window.tool)):
             if value is not None:
                 query = query.where(column == value)
         if window.projects is not None:
-            query = query.where(LogRecord.project.in_(window.projects))
+            query = query.where(_LOG.project.in_(window.projects))
         async with self.sessions() as session:
             return list((await session.execute(query)).all())
 
-    async def _one(self, row: Any, candidate: Candidate,
-                   profiles: dict[str, SafetyProfile | None], tally: Tally) -> None:
-        before = verdict(row.allowed, row.code)
+    def _one(self, row: Any, candidate: Candidate,
+             profiles: dict[str, SafetyProfile | None], tally: Tally) -> None:
+        _, _, _, plan_id, action_id, tool, allowed, code, text = row  # _COLUMNS' order
+        before = verdict(allowed, code)
         try:
-            detail = orjson.loads(row.detail)
+            detail = orjson.loads(text)
             plan_profile = None
-            if candidate.profile is None and plan_bound(row.action_id):
-                plan_profile = await self._plan_profile(row.plan_id, profiles)
+            if candidate.profile is None and plan_bound(action_id):
+                plan_profile = profiles.get(plan_id)
                 if plan_profile is None:
                     raise Unreplayable(LEGACY)  # its plan is gone: no profile to replay
-            after = replay(detail, tool_name=row.tool, plan_id=row.plan_id,
-                           action_id=row.action_id, plan_profile=plan_profile,
-                           candidate=candidate)
+            after = replay(detail, tool_name=tool, plan_id=plan_id, action_id=action_id,
+                           plan_profile=plan_profile, candidate=candidate)
         except Unreplayable as skipped:
             if skipped.reason == MASKED:
                 tally.masked += 1
@@ -177,18 +193,21 @@ class Replayer:
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             tally.legacy += 1  # a detail that is not what toolgate writes
             return
-        tally.add(row, before, after)
+        if before != after:
+            tally.add(row, before, after)
+        else:
+            tally.checked += 1
 
-    async def _plan_profile(self, plan_id: str,
-                            profiles: dict[str, SafetyProfile | None]) -> SafetyProfile | None:
-        if plan_id in profiles:
-            return profiles[plan_id]
-        try:
-            lock = await self.plans.fetch(self.sessions, plan_id)
-            profile: SafetyProfile | None = lock.safety
-        except NotFound:
-            profile = None
-        if len(profiles) >= _PLANS_REMEMBERED:
+    async def _plan_profiles(self, rows: list[Any],
+                             profiles: dict[str, SafetyProfile | None]) -> None:
+        """The locked profile of every plan of `rows` not yet known (None: the plan is
+        gone), read before the batch is evaluated, so evaluating awaits nothing."""
+        wanted = {row.plan_id for row in rows
+                  if plan_bound(row.action_id) and row.plan_id not in profiles}
+        if len(profiles) + len(wanted) > _PLANS_REMEMBERED:
             profiles.clear()
-        profiles[plan_id] = profile
-        return profile
+        for plan_id in wanted:
+            try:
+                profiles[plan_id] = (await self.plans.fetch(self.sessions, plan_id)).safety
+            except NotFound:
+                profiles[plan_id] = None
