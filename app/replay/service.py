@@ -146,7 +146,9 @@ class Replayer:
                     last_time = row[2]
                     one(row, candidate, profiles, tally)
                 if read >= self.max_records and cursor < last:
-                    truncated = True
+                    # Past the cap: truncated only if a record of the window is left.
+                    truncated = any(since <= row[2] < until
+                                    for row in await self._batch(window, cursor, last, 1))
                     break
                 if ahead is None and cursor < last:  # rows outside the window left room
                     ahead = asyncio.ensure_future(self._batch(window, cursor, last, BATCH))

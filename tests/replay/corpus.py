@@ -102,7 +102,7 @@ async def build(client: Any) -> int:
         for plan in plans:
             bound = {k: v for k, v in copy.deepcopy(body).items() if k != "safety_profile"}
             bodies.append({**bound, "plan_id": plan})
-    decided = 0
+    decided = await _granted(client)
     for start in range(0, len(bodies), 100):
         chunk = bodies[start:start + 100]
         r = await client.post("/v1/authorize-tools", json={"requests": chunk})
@@ -113,3 +113,25 @@ async def build(client: Any) -> int:
             r = await client.post("/v1/authorize-tool", json=body)
             decided += r.status_code == 200
     return decided
+
+
+async def _granted(client: Any) -> int:
+    """Server-mode decisions that a grant made allowed (detail.effective.approval granted),
+    on a plan of the srv project whose profile requires approval. Returns how many
+    authorize decisions it made."""
+    r = await client.post("/v1/keys", json={"name": "approver", "role": "approver",
+                                            "projects": None, "principal": "alice"})
+    approver = {"Authorization": f"Bearer {r.json()['key']}"}
+    body = {"plan_id": "srv-approve", "tool": {
+        "name": "deploy", "skill_category": "io",
+        "capability": {"writes": True, "checkpointable": True, "unsafe": False},
+        "args": {"service": "web"}}}
+    r = await client.post("/v1/authorize-tool", json=body)
+    approval = r.json()["deny"]["details"]["approval"]
+    r = await client.post(f"/v1/approvals/{approval['approval_id']}/grant",
+                          json={"uses": 2}, headers=approver)
+    assert r.status_code == 200, r.text
+    for _ in range(2):
+        r = await client.post("/v1/authorize-tool", json=body)
+        assert r.json()["allowed"] is True, r.text
+    return 3
