@@ -256,20 +256,19 @@ def decide_with(
         shadow = registry.shadows.get(project)  # type: ignore[arg-type]
         if shadow is not None:
             record["detail"]["shadow"] = _shadow(shadow, tool, context, verdict, request.layer,
-                                                 registry.project(project).approval_mode,
                                                  refused_unregistered=tool is not evaluated)
     return response, record
 
 
-def _shadow(shadow: Shadow, tool: Tool, context: Context, verdict: Verdict, layer: str,
-            approval_mode: str, *, refused_unregistered: bool) -> dict[str, Any]:
+def _shadow(shadow: Shadow, tool: Tool, context: Context, verdict: Verdict, layer: str, *,
+            refused_unregistered: bool) -> dict[str, Any]:
     """The decision again under the project's shadow profile (SPEC §12): the same tool
     and context (the ledger's and the approvals' values included), another profile. Pure:
     nothing is read or awaited. A tool refused as unregistered is refused under any
     profile. In server mode check 6 passes only on a grant: for a plan whose own profile
     needs none, no grant was looked up, so the shadow counts it absent."""
     if not refused_unregistered:
-        if context.approval is None and approval_mode == "server":
+        if context.approval is None and shadow.server_approvals:
             context = replace(context, approval="absent")
         verdict = evaluate(tool, context, shadow.safety, layer=LAYERS[layer])
     deny = verdict.deny

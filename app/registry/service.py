@@ -24,7 +24,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import event
@@ -60,6 +60,7 @@ class Shadow:
     name: str
     version: int
     safety: SafetyProfile
+    server_approvals: bool = False  # the project's approval_mode is "server"
 
 
 def settings_facts(config: ProjectConfig) -> dict[str, Any] | None:
@@ -105,8 +106,9 @@ async def _shadows(session: AsyncSession,
         row = await profile_repo.get_profile(session, name)
         if row is not None:
             found[name] = Shadow(row.name, row.version, SafetyProfile.model_validate(row.safety))
-    return {project: found[config.shadow_profile] for project, config in projects.items()
-            if config.shadow_profile in found}
+    return {project: replace(found[config.shadow_profile],
+                             server_approvals=config.approval_mode == "server")
+            for project, config in projects.items() if config.shadow_profile in found}
 
 
 class RegistryCache:
