@@ -21,8 +21,12 @@ from app.replay.service import Window
 router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["replay"])
 
 
-def _utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+def _utc(moment: datetime, field: str) -> datetime:
+    try:
+        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+05:00 is before year 1 in UTC
+        raise InvalidInput(f"{field} is out of range", fields=[
+            {"field": field, "message": "out of range", "type": "value_error"}]) from None
 
 
 @router.post("/replay", response_model=ReplayOut, response_model_by_alias=True,
@@ -32,8 +36,8 @@ async def replay(body: ReplayIn, session: Session, principal: PrincipalDep,
     """Every stored authorize decision in `[since, until)` (and the filters), re-evaluated
     from its recorded inputs with the candidate in place of what it replaces. Changes
     nothing; writes one audit record (kind `replay`) of itself."""
-    since = _utc(body.since)
-    until = _utc(body.until) if body.until is not None else datetime.now(UTC)
+    since = _utc(body.since, "since")
+    until = _utc(body.until, "until") if body.until is not None else datetime.now(UTC)
     if since >= until:
         raise InvalidInput("since must be before until", fields=[
             {"field": "since", "message": "must be before until", "type": "value_error"}])

@@ -149,6 +149,10 @@ async def test_replay_writes_one_audit_record_and_nothing_else(client):
      "candidate.tools.t.capability.checkpointable"),
     ({"since": SINCE, "candidate": {"rules": {}}}, "candidate.rules"),
     ({"since": SINCE, "project": "no spaces"}, "project"),
+    ({"since": "0001-01-01T00:00:00+05:00"}, "since"),
+    ({"since": SINCE, "until": "9999-12-31T23:59:59-05:00"}, "until"),
+    ({"since": SINCE, "candidate": {"tools": {"bad name!": None}}},
+     "candidate.tools.bad name!.[key]"),
 ])
 async def test_bad_input_is_a_422_naming_the_field(client, body, field):
     r = await client.post("/v1/replay", json=body)
