@@ -28,6 +28,7 @@ import httpx
 
 from app.config import Settings
 from app.store import migrate
+from bench.cpu import _cpu_seconds
 from tests.conftest import ADMIN_TOKEN, app_client
 from tests.replay import corpus
 from tests.serving import serve, stop
@@ -124,6 +125,7 @@ def measure(name: str, url: str, log: Path) -> None:
             samples: list[float] = []
             done = threading.Event()
             before = rss_mib(proc.pid)
+            cpu = _cpu_seconds(proc.pid)
             threading.Thread(target=_sample, args=(proc.pid, samples, done),
                              daemon=True).start()
             started = time.monotonic()
@@ -131,6 +133,7 @@ def measure(name: str, url: str, log: Path) -> None:
                            headers={"Authorization": f"Bearer {ADMIN}"},
                            json={"since": "2020-01-01T00:00:00Z", "candidate": candidate})
             seconds = time.monotonic() - started
+            cpu = _cpu_seconds(proc.pid) - cpu
             done.set()
             r.raise_for_status()
             a = r.json()
@@ -139,7 +142,8 @@ def measure(name: str, url: str, log: Path) -> None:
                   f"{read / seconds:,.0f} decisions/s; checked {a['checked']}, changed "
                   f"{a['changed']}, masked {a['unreplayable']['masked']}, legacy "
                   f"{a['unreplayable']['legacy']}, truncated {a['truncated']}; server RSS "
-                  f"{before:.0f} MiB before, max {max(samples or [before]):.0f} MiB")
+                  f"{before:.0f} MiB before, max {max(samples or [before]):.0f} MiB; server "
+                  f"CPU {cpu:.1f} s ({read / cpu:,.0f} decisions per CPU second)")
     finally:
         stop(proc)
 
