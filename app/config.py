@@ -122,6 +122,9 @@ class Settings(BaseSettings):
     webhook_max_attempts: int = Field(default=30, ge=1, le=1000)
     # How often each process looks for new events, due deliveries and lapsed approvals.
     webhook_poll_seconds: float = Field(default=0.5, gt=0, le=60)
+    # POST /v1/replay (docs/replay.md): the most stored decisions one replay re-evaluates;
+    # past it the answer says `truncated` (stopping where it got to, never timing out).
+    replay_max_records: int = Field(default=1_000_000, ge=1, le=100_000_000)
 
     # Requests per second per key, a token bucket in each process's memory (None = off);
     # the burst defaults to max(1, rate).

@@ -42,6 +42,8 @@ from app.registry.repository import REGISTRY_CHANNEL
 from app.registry.routes import router as registry_router
 from app.registry.routes import safety_test_router
 from app.registry.service import RegistryCache
+from app.replay.routes import router as replay_router
+from app.replay.service import Replayer
 from app.store import migrate
 from app.store.engine import make_engine, make_sessionmaker
 from app.webhooks.routes import router as webhooks_router
@@ -104,6 +106,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state.authorizer, state.decision_log, state.notifier = authorizer, decision_log, notifier
         state.approvals, state.background = approvals, background
         state.ledger = ledger
+        state.replayer = Replayer(sessions=sessions, plans=plans,
+                                  max_records=settings.replay_max_records)
         if isinstance(app, ToolgateApp) and app.fast_path is not None:
             # The transport gets the decision log as its recorder, wired here.
             app.fast_path.attach(authorizer=authorizer, authenticator=auth.authenticator,
@@ -133,7 +137,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in (decide_router, batch_router, plans_router, config_router,
                    registry_router, safety_test_router, decisions_router,
                    test_router, keys_router, approvals_router, webhooks_router,
-                   ledger_router):
+                   ledger_router, replay_router):
         openapi.document_inputs(router)
         app.include_router(router, dependencies=[Depends(authorize)], responses=keyed)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)

@@ -78,6 +78,8 @@ PERMISSIONS: dict[str, Rule] = {
     "ledger.read": Rule(_roles(Role.AGENT, Role.APPROVER, Role.AUDITOR),
                         note="within the key's projects, else 404"),
     "ledger.credit": Rule(_roles(), note="lowers spent, audited (SPEC §11)"),
+    "replay": Rule(_roles(Role.AUDITOR),
+                   note="decisions of the key's projects only (SPEC §12); changes nothing"),
 }
 
 # Routes that never need a key.
@@ -151,6 +153,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("GET", "/v1/projects/{project}/ledger"): "ledger.read",
     ("POST", "/v1/plans/{plan_id}/ledger/credit"): "ledger.credit",
     ("POST", "/v1/projects/{project}/ledger/credit"): "ledger.credit",
+    ("POST", "/v1/replay"): "replay",
 }
 
 # Unmapped routes: admins only (fail closed, still behind a key).

@@ -4,6 +4,7 @@ database (the lock is cached; the registry is cached with a bounded staleness)."
 
 from __future__ import annotations
 
+from dataclasses import replace
 from time import perf_counter, time_ns
 from typing import Any
 
@@ -20,8 +21,8 @@ from app.kit.errors import Unavailable
 from app.ledger.service import Known, Ledger, needs_ledger
 from app.plans.service import PlanCache, PlanLock
 from app.policy.checks import evaluate, unregistered
-from app.policy.model import LAYERS, Tool
-from app.registry.service import RegistryCache
+from app.policy.model import LAYERS, Context, Tool, Verdict
+from app.registry.service import RegistryCache, Shadow
 
 NOBODY = Caller()  # a decision with no X-Request-ID and no key (tests, POST /v1/test)
 INLINE = {"provenance": "inline", "name": None, "version": None, "is_default": False}
@@ -271,8 +272,9 @@ def decide_with(
         verdict = unregistered(request.tool.name, context, writes=writes,
                                explain=request.explain)
         tool = Tool(name=request.tool.name, writes=writes, checkpointable=False, unsafe=False)
+        evaluated = None
     else:
-        tool = request.core_tool(registered)
+        tool = evaluated = request.core_tool(registered)
         verdict = evaluate(tool, context, profile, layer=LAYERS[request.layer],
                            explain=request.explain)
     deny = verdict.deny
@@ -308,21 +310,61 @@ def decide_with(
         # What the service, not the agent, gave the core: replay (SPEC §12) reads these
         # over the recorded context. Keys: approval; the ledger adds its known values.
         record["detail"]["effective"] = effective
+    if stored_read_only and not request.context.plan_read_only:
+        record["detail"].setdefault("effective", {})["plan_read_only"] = True
+    if project is not None and (facts := registry.facts.get(project)) is not None:
+        record["detail"]["settings"] = facts  # replay needs them too (shared, never mutated)
+    if registry.shadows:  # empty unless some project has a shadow_profile: one test
+        shadow = registry.shadows.get(project)  # type: ignore[arg-type]
+        if shadow is not None:
+            record["detail"]["shadow"] = _shadow(shadow, tool, context, verdict, request.layer,
+                                                 refused_unregistered=tool is not evaluated)
     return response, record
+
+
+def _shadow(shadow: Shadow, tool: Tool, context: Context, verdict: Verdict, layer: str, *,
+            refused_unregistered: bool) -> dict[str, Any]:
+    """The decision again under the project's shadow profile (SPEC §12): the same tool
+    and context (the ledger's and the approvals' values included), another profile. Pure:
+    nothing is read or awaited. A tool refused as unregistered is refused under any
+    profile. In server mode check 6 passes only on a grant: for a plan whose own profile
+    needs none, no grant was looked up, so the shadow counts it absent."""
+    if not refused_unregistered:
+        if context.approval is None and shadow.server_approvals:
+            context = replace(context, approval="absent")
+        verdict = evaluate(tool, context, shadow.safety, layer=LAYERS[layer])
+    deny = verdict.deny
+    return {"profile": shadow.name, "version": shadow.version, "allowed": verdict.allowed,
+            "code": deny.code if deny is not None else None}
+
+
+def _capability(cap: Any) -> dict[str, Any] | None:
+    if cap is None:
+        return None
+    return {"writes": cap.writes, "read_only": cap.read_only,
+            "checkpointable": cap.checkpointable, "unsafe": cap.unsafe}
 
 
 def _detail(request: AuthorizeIn | AuthorizeWire, tool: Tool, *,
             context_masked: frozenset[str], deny: Any, stateless: bool) -> dict[str, Any]:
     ctx = request.context
+    t = request.tool
     args = mask(tool.args, context_masked)
+    metadata = mask(ctx.metadata, context_masked)
+    variables = mask(ctx.variables, context_masked)
     detail: dict[str, Any] = {
         "layer": request.layer,
         "tool": {
             "writes": tool.writes, "checkpointable": tool.checkpointable,
             "unsafe": tool.unsafe, "destructive": tool.destructive,
             "skill_category": tool.skill_category, "registered": tool.registered,
-            "args": args,
+            "args": args, "path_args": list(tool.path_args),
         },
+        # The request's own word on the tool, before the registry's was merged in: replay
+        # (SPEC §12) merges it with a candidate registry entry, or with none.
+        "request": {"capability": _capability(t.capability),
+                    "safety_category": t.safety_category,
+                    "skill_category": t.skill_category},
         "context": {  # spelled out: model_dump() cost more than the whole decision
             "plan_id": ctx.plan_id, "sandbox_id": ctx.sandbox_id,
             "sandbox_root": ctx.sandbox_root, "plan_read_only": ctx.plan_read_only,
@@ -332,8 +374,8 @@ def _detail(request: AuthorizeIn | AuthorizeWire, tool: Tool, *,
             "step_retry_count": ctx.step_retry_count, "dry_run": ctx.dry_run,
             "confirmed": ctx.confirmed, "step_id": ctx.step_id,
             "estimated_cost": ctx.estimated_cost,
-            "metadata": mask(ctx.metadata, context_masked),
-            "variables": mask(ctx.variables, context_masked),
+            "metadata": metadata,
+            "variables": variables,
         },
         "message": deny.message if deny else None,
         "deny_details": deny.details if deny else None,
@@ -342,6 +384,14 @@ def _detail(request: AuthorizeIn | AuthorizeWire, tool: Tool, *,
         # Masked arguments cannot be digested later: an outcome's args_sha256 (SPEC §11) is
         # compared with this digest of what was allowed.
         detail["tool"]["args_sha256"] = canonical_sha256(tool.args)
+    if args is not tool.args or metadata is not ctx.metadata or variables is not ctx.variables:
+        # Which keys the record does not hold: a replay that would read one of them
+        # counts the decision unreplayable rather than guess (SPEC §12).
+        detail["masked"] = {
+            name: [k for k in values if k.lower() in context_masked]
+            for name, values in (("args", tool.args), ("metadata", ctx.metadata),
+                                 ("variables", ctx.variables))
+            if any(k.lower() in context_masked for k in values)}
     if stateless and request.safety_profile is not None:
         detail["safety_profile"] = request.safety_profile.as_dict()
     return detail

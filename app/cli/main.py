@@ -17,6 +17,7 @@ from app.cli.apply import apply, export
 from app.cli.approvals import approvals
 from app.cli.audit import audit
 from app.cli.keys import keys
+from app.cli.replay import replay
 from app.cli.settings import settings_or_exit
 from app.config import Settings
 
@@ -220,6 +221,7 @@ cli.add_typer(keys, name="keys")
 cli.add_typer(approvals, name="approvals")
 cli.command("apply")(apply)
 cli.command("export")(export)
+cli.command("replay")(replay)
 
 
 def main() -> None:

@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import Select, case, func, literal_column, select
+from sqlalchemy import Select, and_, case, cast, false, func, literal_column, or_, select
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.decisions.chain import (
@@ -43,6 +44,21 @@ def to_record(row: LogRecord) -> dict[str, Any]:
     }
 
 
+def shown(row: LogRecord) -> dict[str, Any]:
+    """A record as GET /v1/decisions shows it: as hashed, plus the shadow verdict (SPEC §12)
+    at its top level (`null` without one). It is read from the detail, where it is hashed:
+    the top-level copy is for reading only, and export and verification never show it."""
+    record = to_record(row)
+    shadow = None
+    if row.kind == "authorize" and '"shadow":{' in row.detail:
+        try:
+            shadow = orjson.loads(row.detail).get("shadow")
+        except (orjson.JSONDecodeError, AttributeError):
+            shadow = None
+    record["shadow"] = shadow
+    return record
+
+
 def stored_detail(text: str) -> orjson.Fragment | Unreadable:
     """A row's detail as every read writes it: the stored text unchanged, embedded as an
     orjson Fragment, never parsed into objects and written again. That text is what the
@@ -73,6 +89,10 @@ class Filters:
     kind: str | None = None
     # None = every project; a list = only these (a key's project scope).
     projects: list[str] | None = None
+    # True: records whose shadow verdict (SPEC §12) differs from the answer; False: those
+    # with a shadow verdict that does not.
+    shadow_changed: bool | None = None
+    dialect: str = "sqlite"  # set from the session by page() and stats()
 
     def apply(self, query: Select) -> Select:
         if self.kind is not None:
@@ -97,11 +117,42 @@ class Filters:
             query = query.where(LogRecord.created_at < self.until)
         if self.projects is not None:
             query = query.where(LogRecord.project.in_(self.projects))
+        if self.shadow_changed is not None:
+            code, allowed = shadow_code(self.dialect), shadow_allowed(self.dialect)
+            changed = or_(allowed != LogRecord.allowed,
+                          func.coalesce(code, "") != func.coalesce(LogRecord.code, ""))
+            query = query.where(has_shadow(self.dialect),
+                                changed if self.shadow_changed else ~changed)
         return query
+
+
+# The shadow verdict lives in the record's detail (so records verify as before): read
+# with each database's JSON functions, after a text test that skips most records cheaply.
+def _shadow_field(dialect: str, field: str) -> Any:
+    if dialect == "postgresql":
+        return cast(LogRecord.detail, JSONB)["shadow"][field].astext
+    return func.json_extract(LogRecord.detail, f"$.shadow.{field}")
+
+
+def shadow_code(dialect: str) -> Any:
+    return _shadow_field(dialect, "code")
+
+
+def shadow_allowed(dialect: str) -> Any:
+    value = _shadow_field(dialect, "allowed")
+    if dialect == "postgresql":
+        return case((value == "true", True), else_=false())
+    return case((value == 1, True), else_=false())
+
+
+def has_shadow(dialect: str) -> Any:
+    return and_(LogRecord.kind == "authorize", LogRecord.detail.like('%"shadow":{%'),
+                _shadow_field(dialect, "allowed").is_not(None))
 
 
 async def page(session: AsyncSession, filters: Filters, *, before_seq: int | None,
                limit: int) -> list[LogRecord]:
+    filters.dialect = session.bind.dialect.name
     query = filters.apply(select(LogRecord)).order_by(LogRecord.seq.desc()).limit(limit)
     if before_seq is not None:
         query = query.where(LogRecord.seq < before_seq)
@@ -131,20 +182,26 @@ def _counts() -> tuple[Any, Any]:
 
 async def stats(session: AsyncSession, filters: Filters, *, group_by: str | None,
                 bucket: str | None) -> dict[str, Any]:
+    filters.dialect = session.bind.dialect.name
     count, allowed = _counts()
     base = filters.apply(select(count, allowed)).where(LogRecord.allowed.is_not(None))
     total, allowed_total = (await session.execute(base)).one()
     answer: dict[str, Any] = {"total": {"count": total, "allowed": allowed_total or 0,
                                         "denied": total - (allowed_total or 0)}}
     if group_by is not None:
-        column = GROUPS.get(group_by)
-        query = select(count, allowed).select_from(LogRecord)
-        if column is None:  # by outcome (SPEC §11): decisions joined to their reports
-            column = OUTCOME_GROUPS[group_by]
-            table, key = OUTCOME_JOIN
-            query = query.outerjoin(table, key == LogRecord.decision_id)
-        query = (filters.apply(query.add_columns(column.label("key")))
-                 .where(LogRecord.allowed.is_not(None))
+        if group_by == "shadow_code":  # over the records that have a shadow verdict
+            column = shadow_code(filters.dialect)
+            query = filters.apply(select(count, allowed, column.label("key"))).where(
+                has_shadow(filters.dialect))
+        else:
+            column = GROUPS.get(group_by)
+            query = select(count, allowed).select_from(LogRecord)
+            if column is None:  # by outcome (SPEC §11): decisions joined to their reports
+                column = OUTCOME_GROUPS[group_by]
+                table, key = OUTCOME_JOIN
+                query = query.outerjoin(table, key == LogRecord.decision_id)
+            query = filters.apply(query.add_columns(column.label("key")))
+        query = (query.where(LogRecord.allowed.is_not(None))
                  .group_by(column).order_by(count.desc()))
         answer["groups"] = [
             {"key": key, "count": n, "allowed": a or 0, "denied": n - (a or 0)}

@@ -28,7 +28,8 @@ router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["decision log"])
 
 NameQuery = Annotated[str | None, Query(pattern=NAME_PATTERN)]
 CodeQuery = Annotated[str | None, Query(pattern=r"^[A-Za-z0-9_]{1,64}$")]
-Kind = Literal["authorize", "screen", "plan", "resolve", "config", "approval", "outcome"]
+Kind = Literal["authorize", "screen", "plan", "resolve", "config", "approval", "outcome",
+               "replay"]
 
 
 def _utc(moment: datetime | None, field: str = "since") -> datetime | None:
@@ -82,15 +83,16 @@ async def list_decisions(
     code: CodeQuery = None,
     error: CodeQuery = None,
     kind: Kind | None = None,
+    shadow_changed: bool | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: str | None = None,
 ) -> Response:
     filters = _filters(since, until, project=project, plan_id=plan_id, action_id=action_id,
                        tool=tool, allowed=allowed, code=code, error=error, kind=kind,
-                       projects=principal.project_list())
+                       projects=principal.project_list(), shadow_changed=shadow_changed)
     rows = await queries.page(session, filters, before_seq=_seq(cursor) if cursor else None,
                               limit=limit + 1)
-    items = [queries.to_record(r) for r in rows[:limit]]
+    items = [queries.shown(r) for r in rows[:limit]]
     next_cursor = _cursor(rows[limit - 1].seq) if len(rows) > limit else None
     return Response(orjson.dumps({"items": items, "next_cursor": next_cursor}),
                     media_type="application/json")
@@ -103,7 +105,7 @@ async def decision_stats(
     since: DateTime | None = None,
     until: DateTime | None = None,
     group_by: Literal["code", "tool", "project", "allowed", "error", "kind",
-                      "outcome", "unverified", "args_mismatch"] | None = None,
+                      "outcome", "unverified", "args_mismatch", "shadow_code"] | None = None,
     bucket: Literal["minute", "hour", "day"] | None = None,
     project: NameQuery = None,
     tool: NameQuery = None,
@@ -123,7 +125,7 @@ async def get_decision(decision_id: str, session: Session,
     if row is None or not principal.sees(row.project):
         raise NotFound(f"decision '{decision_id[:64]}' does not exist",
                        decision_id=decision_id[:64])
-    record = queries.to_record(row)
+    record = queries.shown(row)
     if row.kind == "authorize":  # what the agent reported of it (SPEC §11), null until then
         record["outcome"] = await outcome_of(session, row.decision_id)
     return Response(orjson.dumps(record), media_type="application/json")

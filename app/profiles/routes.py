@@ -29,6 +29,7 @@ from app.profiles.schemas import (
     ProjectOut,
 )
 from app.registry import repository as registry_repo
+from app.registry.deps import RegistryDep
 
 router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["configuration"])
 
@@ -45,7 +46,7 @@ def _profile(row) -> dict:  # type: ignore[no-untyped-def]
 @router.put("/profiles/{name}", response_model=ProfileOut, status_code=200,
             responses={201: {"model": ProfileOut, "description": "Created"}, **errors(409)})
 async def put_profile(name: ProfileNameParam, body: ProfileIn, session: Session,
-                      response: Response, caller: CallerDep) -> dict:
+                      response: Response, caller: CallerDep, registry: RegistryDep) -> dict:
     existing = await profile_repo.lock_profile(session, name)
     before = _versioned(existing) if existing else None
     row, created, changed = await profile_repo.put_profile(
@@ -55,6 +56,11 @@ async def put_profile(name: ProfileNameParam, body: ProfileIn, session: Session,
         await audit_change(session, caller, resource="profile", name=name,
                            operation="create" if created else "update",
                            before=before, after=_versioned(row))
+        if await registry_repo.projects_shadowing(session, name):
+            # A project evaluates its decisions under this profile too (SPEC §12): every
+            # replica's registry cache reloads it, as for a settings change.
+            await registry_repo.bump_registry_version(session)
+            registry.invalidate_on_commit(session)
     response.status_code = 201 if created else 200
     return _profile(row)
 

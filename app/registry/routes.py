@@ -309,7 +309,8 @@ async def put_project_settings(project: NameParam, body: ProjectSettingsIn, sess
                                registry: RegistryDep, caller: CallerDep) -> dict:
     """Replaces the project's settings whole (a field left out takes its default). Decisions
     on every replica use them as they use registry changes (app/registry/service.py).
-    `approval_mode` and `shadow_profile` are stored and served; nothing acts on them yet."""
+    `shadow_profile`: every decision of the project's plans is evaluated under it too
+    (docs/replay.md)."""
     await profile_repo.require_profile(session, body.shadow_profile, "shadow_profile")
     after = body.model_dump()
     row, before = await registry_repo.put_project_settings(session, project, after)

@@ -137,8 +137,8 @@ class ProjectSettingsIn(Strict):
     deny_unregistered_tools: bool = False
     # Stored and served; approvals held by the service (SPEC §10) are not built yet.
     approval_mode: ApprovalMode = "client_flag"
-    # An existing profile's name (422 otherwise). Stored and served; shadow evaluation
-    # (SPEC §12) is not built yet.
+    # An existing profile's name (422 otherwise): decisions of the project's plans are
+    # evaluated under it too, never enforced (SPEC §12, docs/replay.md).
     shadow_profile: ProfileName | None = None
 
 

@@ -24,7 +24,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import event
@@ -32,6 +32,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.kit.singleflight import SharedReads
 from app.policy.model import RegisteredTool
+from app.policy.profiles import SafetyProfile
+from app.profiles import repository as profile_repo
 from app.registry import repository as registry_repo
 from app.registry.tables import ProjectSettings, RegistryTool
 
@@ -48,6 +50,29 @@ class ProjectConfig:
 
 
 DEFAULT_PROJECT = ProjectConfig()
+
+
+@dataclass(frozen=True, slots=True)
+class Shadow:
+    """A project's shadow profile (SPEC §12) as decisions read it: the latest version of
+    the named profile, evaluated beside the plan's locked one and never enforced."""
+
+    name: str
+    version: int
+    safety: SafetyProfile
+    server_approvals: bool = False  # the project's approval_mode is "server"
+
+
+def settings_facts(config: ProjectConfig) -> dict[str, Any] | None:
+    """The project settings a decision depended on beyond its profile, as recorded in its
+    detail for replay (SPEC §12); None when every one is at its default. One dict per
+    project, shared by its records (never mutated)."""
+    facts: dict[str, Any] = {}
+    if config.deny_unregistered_tools:
+        facts["deny_unregistered_tools"] = True
+    if config.approval_mode != "client_flag":
+        facts["approval_mode"] = config.approval_mode
+    return facts or None
 
 
 def project_config(row: ProjectSettings) -> ProjectConfig:
@@ -68,6 +93,24 @@ def registered_tool(row: RegistryTool) -> RegisteredTool:
     )
 
 
+async def _shadows(session: AsyncSession,
+                   projects: dict[str, ProjectConfig]) -> dict[str, Shadow]:
+    """Each shadowing project's profile, latest version. A profile change bumps the
+    registry version when a project shadows it (app/profiles/routes.py), so this reload
+    sees it."""
+    wanted = {config.shadow_profile for config in projects.values() if config.shadow_profile}
+    if not wanted:
+        return {}
+    found = {}
+    for name in sorted(wanted):
+        row = await profile_repo.get_profile(session, name)
+        if row is not None:
+            found[name] = Shadow(row.name, row.version, SafetyProfile.model_validate(row.safety))
+    return {project: replace(found[config.shadow_profile],
+                             server_approvals=config.approval_mode == "server")
+            for project, config in projects.items() if config.shadow_profile in found}
+
+
 class RegistryCache:
     """Registered tools and each project's settings, refreshed by version."""
 
@@ -77,6 +120,10 @@ class RegistryCache:
         self._tools: dict[str, RegisteredTool] = {}
         self._projects: dict[str, ProjectConfig] = {}
         self._deny_projects: frozenset[str] = frozenset()  # for the hot path's one lookup
+        # Empty unless some project has a shadow_profile: the hot path tests it once.
+        self.shadows: dict[str, Shadow] = {}
+        # project -> settings_facts(), for the projects with any setting off its default.
+        self.facts: dict[str, dict[str, Any]] = {}
         self._version: int | None = None  # None: never loaded
         self._checked_at: float | None = None  # None: check on the next ensure_fresh
         # Bumped by invalidate(); a reload that started before an invalidation must not
@@ -144,6 +191,9 @@ class RegistryCache:
                     self._deny_projects = frozenset(
                         name for name, config in self._projects.items()
                         if config.deny_unregistered_tools)
+                    self.facts = {name: facts for name, config in self._projects.items()
+                                  if (facts := settings_facts(config)) is not None}
+                    self.shadows = await _shadows(session, self._projects)
                     self._version = snapshot.version
         if generation == self._generation:
             self._checked_at = started  # the bound counts from the read, not its end

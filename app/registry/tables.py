@@ -55,7 +55,7 @@ class ProjectSettings(Base):
     # "client_flag" | "server" (SPEC §10): stored and served; approvals are not built yet.
     approval_mode: Mapped[str] = mapped_column(String(16), default="client_flag",
                                                server_default="client_flag")
-    # A profile's name (SPEC §12): stored and served; shadow evaluation is not built yet.
+    # A profile's name (SPEC §12): decisions are evaluated under it too (docs/replay.md).
     shadow_profile: Mapped[str | None] = mapped_column(String(64))
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 

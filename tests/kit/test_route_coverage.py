@@ -47,6 +47,7 @@ BODIES: dict[tuple[str, str], object] = {
                                                   "approval_mode": "server",
                                                   "shadow_profile": "probe"},
     ("POST", "/v1/keys"): {"name": "sneaky", "role": "admin", "projects": None},
+    ("POST", "/v1/replay"): {"since": "2020-01-01T00:00:00Z"},  # writes its audit record
 }
 
 # Requests about one project's resource: a key of the right role scoped elsewhere gets 404.

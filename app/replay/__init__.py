@@ -1,0 +1,1 @@
+"""Replay (SPEC §12): stored authorize decisions re-evaluated under a candidate policy."""

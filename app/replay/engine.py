@@ -1,0 +1,167 @@
+"""One stored authorize decision, re-evaluated from its recorded inputs under a candidate
+(SPEC §12). Pure: plain values in, a verdict out; no database, no HTTP.
+
+What a record holds (app/authorize/service.py `_detail`): the layer, the effective tool
+(the registry's word merged with the request's, with the registered tool's path_args), the
+request's own capability and categories (`request`), the context as the agent sent it,
+`effective` (what the service gave the core over that context: a server-mode approval, a
+plan's stored read_only, the ledger's values), `settings` (the project settings the
+decision depended on beyond its profile), `masked` (the keys whose values were not stored)
+and, for a stateless request, its own safety_profile. A plan-bound decision's profile is its
+plan's locked profile, read from the plan (locks never change)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from app.policy.checks import evaluate, unregistered
+from app.policy.model import LAYERS, Capability, Context, Layer, RegisteredTool, Tool
+from app.policy.profiles import SafetyProfile
+from app.policy.tool import MissingCapability, effective_tool
+
+ALLOW = "allow"
+# The verdict of a call the candidate would refuse before any check: an unregistered tool
+# whose request did not say what it does is a 422 (invalid_input), never a decision.
+INVALID = "invalid_input"
+MASKED, LEGACY = "masked", "legacy"
+
+
+def verdict(allowed: bool | None, code: str | None) -> str:
+    return ALLOW if allowed else (code or "unknown")
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """`profile` replaces every decision's profile whole (decisions that had none keep
+    none); `tools` replaces the registry entries it names (None: removed). Anything not
+    named is taken as recorded."""
+
+    profile: SafetyProfile | None = None
+    tools: dict[str, RegisteredTool | None] = field(default_factory=dict)
+
+
+class Unreplayable(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason  # MASKED or LEGACY
+
+
+def plan_bound(action_id: str | None) -> bool:
+    """Whether a record is a plan's decision (its profile is the plan's lock): every plan
+    has an action; a stateless request has none."""
+    return action_id is not None
+
+
+def replay(detail: dict[str, Any], *, tool_name: str, plan_id: str | None,
+           action_id: str | None, plan_profile: SafetyProfile | None,
+           candidate: Candidate) -> str:
+    """The verdict ("allow" or a deny code) of one recorded decision under `candidate`.
+    `plan_profile`: the plan's locked profile (plan-bound decisions, when the candidate
+    brings none). Raises Unreplayable(MASKED) when a check would read a value the record
+    masked, Unreplayable(LEGACY) when the record lacks what replay needs."""
+    request = detail.get("request")
+    recorded = detail.get("tool")
+    if request is None or not isinstance(recorded, dict) or "path_args" not in recorded:
+        raise Unreplayable(LEGACY)
+    layer = LAYERS[detail["layer"]]
+    settings = detail.get("settings") or {}
+    masked = detail.get("masked") or {}
+    bound = plan_bound(action_id)
+    if bound:
+        profile = candidate.profile or plan_profile
+    else:
+        own = detail.get("safety_profile")
+        profile = None if own is None else (candidate.profile or _profile(own))
+    context = _context(detail, plan_id=plan_id, bound=bound,
+                       server=settings.get("approval_mode") == "server")
+    deny_unregistered = layer is Layer.RUNTIME and bool(settings.get("deny_unregistered_tools"))
+    capability = request.get("capability")
+    if tool_name in candidate.tools:
+        registered = candidate.tools[tool_name]
+        if registered is None and deny_unregistered:
+            return _refused(tool_name, context, capability)
+        if (registered is None or registered.skill_category is None) \
+                and not request.get("skill_category") \
+                and "tool_skill_category" in masked.get("metadata", ()):
+            raise Unreplayable(MASKED)  # the category would come from masked metadata
+        try:
+            tool = effective_tool(
+                name=tool_name,
+                capability=Capability(**capability) if capability is not None else None,
+                destructive=request.get("safety_category") == "destructive",
+                skill_category=request.get("skill_category"), args=recorded["args"],
+                metadata=context.metadata, registered=registered, layer=layer)
+        except MissingCapability:
+            return INVALID
+    else:
+        if not recorded["registered"] and deny_unregistered:
+            return _refused(tool_name, context, capability)
+        tool = Tool(tool_name, recorded["writes"], recorded["checkpointable"],
+                    recorded["unsafe"], recorded["destructive"], recorded["skill_category"],
+                    recorded["args"], tuple(recorded["path_args"]), recorded["registered"])
+    _check_masked(masked, tool, context, profile)
+    result = evaluate(tool, context, profile, layer=layer)
+    return verdict(result.allowed, result.deny.code if result.deny else None)
+
+
+_PROFILES: dict[bytes, SafetyProfile] = {}  # stateless requests' own profiles, by their text
+
+
+def _profile(own: dict[str, Any]) -> SafetyProfile:
+    """A stateless request's recorded profile; the same few come back again and again."""
+    key = orjson.dumps(own, option=orjson.OPT_SORT_KEYS)
+    profile = _PROFILES.get(key)
+    if profile is None:
+        if len(_PROFILES) >= 1024:
+            _PROFILES.clear()
+        profile = _PROFILES[key] = SafetyProfile.model_validate(own)
+    return profile
+
+
+def _refused(name: str, context: Context, capability: dict[str, Any] | None) -> str:
+    writes = bool(capability is not None and capability.get("writes"))
+    result = unregistered(name, context, writes=writes)
+    return verdict(result.allowed, result.deny.code if result.deny else None)
+
+
+def _context(detail: dict[str, Any], *, plan_id: str | None, bound: bool,
+             server: bool) -> Context:
+    c = detail["context"]
+    effective = detail.get("effective") or {}
+    approval = effective.get("approval")
+    if approval is None and server and bound:
+        # Server mode, and no approval was looked up (the plan's profile needed none):
+        # none is taken as granted, as the service would not count the agent's flag.
+        approval = "absent"
+    if effective:
+        return Context(
+            plan_id, c["sandbox_id"] or None, c["sandbox_root"], c["variables"],
+            bool(c["plan_read_only"] or effective.get("plan_read_only")),
+            c["require_checkpoints"], c["metadata"],
+            effective.get("accumulated_cost", c["accumulated_cost"]),
+            effective.get("total_accumulated_cost", c["total_accumulated_cost"]),
+            effective.get("step_retry_count", c["step_retry_count"]),
+            c["dry_run"], c["confirmed"], approval)
+    # Positional, in Context's field order (as core_context does): once per record.
+    return Context(plan_id, c["sandbox_id"] or None, c["sandbox_root"], c["variables"],
+                   c["plan_read_only"], c["require_checkpoints"], c["metadata"],
+                   c["accumulated_cost"], c["total_accumulated_cost"],
+                   c["step_retry_count"], c["dry_run"], c["confirmed"], approval)
+
+
+def _check_masked(masked: dict[str, list[str]], tool: Tool, context: Context,
+                  profile: SafetyProfile | None) -> None:
+    """A check that would read a masked value makes the decision unreplayable: the path
+    check reads the path arguments and the variables they name; check 6 (client flag
+    mode) reads metadata.human_approved."""
+    if not masked:
+        return
+    if tool.path_args and (set(masked.get("args", ())) & set(tool.path_args)
+                           or masked.get("variables")):
+        raise Unreplayable(MASKED)
+    if ("human_approved" in masked.get("metadata", ()) and context.approval is None
+            and profile is not None and profile.require_human_approval):
+        raise Unreplayable(MASKED)

@@ -1,0 +1,57 @@
+"""POST /v1/replay (SPEC §12): what a candidate policy would have answered to the stored
+decisions of a window, compared with what was answered."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from fastapi import APIRouter
+
+from app.auth.deps import PrincipalDep
+from app.auth.routing import JSONRoute
+from app.decisions.audit import record_in_transaction
+from app.kit.deps import CallerDep, Session
+from app.kit.errors import InvalidInput, NotFound
+from app.kit.openapi import errors
+from app.replay.deps import ReplayerDep
+from app.replay.engine import Candidate
+from app.replay.schemas import ReplayIn, ReplayOut
+from app.replay.service import Window
+
+router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["replay"])
+
+
+def _utc(moment: datetime, field: str) -> datetime:
+    try:
+        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00:00+05:00 is before year 1 in UTC
+        raise InvalidInput(f"{field} is out of range", fields=[
+            {"field": field, "message": "out of range", "type": "value_error"}]) from None
+
+
+@router.post("/replay", response_model=ReplayOut, response_model_by_alias=True,
+             responses=errors(404), summary="Re-evaluate stored decisions under a candidate")
+async def replay(body: ReplayIn, session: Session, principal: PrincipalDep,
+                 replayer: ReplayerDep, caller: CallerDep) -> dict:
+    """Every stored authorize decision in `[since, until)` (and the filters), re-evaluated
+    from its recorded inputs with the candidate in place of what it replaces. Changes
+    nothing; writes one audit record (kind `replay`) of itself."""
+    since = _utc(body.since, "since")
+    until = _utc(body.until, "until") if body.until is not None else datetime.now(UTC)
+    if since >= until:
+        raise InvalidInput("since must be before until", fields=[
+            {"field": "since", "message": "must be before until", "type": "value_error"}])
+    if body.project is not None and not principal.sees(body.project):
+        raise NotFound(f"project '{body.project}' does not exist", project=body.project)
+    window = Window(since=since, until=until, project=body.project, plan_id=body.plan_id,
+                    tool=body.tool, projects=principal.project_list())
+    candidate = Candidate(profile=body.candidate.profile, tools=body.candidate.registered())
+    answer = await replayer.run(window, candidate, examples=body.examples)
+    await record_in_transaction(session, caller, "replay", project=body.project, detail={
+        "window": {"since": since.isoformat(), "until": until.isoformat(),
+                   "project": body.project, "plan_id": body.plan_id, "tool": body.tool},
+        "candidate": body.candidate.model_dump(mode="json"),
+        "result": {k: answer[k] for k in ("checked", "changed", "allow_to_deny",
+                                          "deny_to_allow", "code_changed", "unreplayable",
+                                          "truncated")}})
+    return answer

@@ -1,0 +1,85 @@
+"""The wire contract of POST /v1/replay (SPEC §12)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import BaseModel, Field
+
+from app.kit.schemas import DateTime, Name, Strict
+from app.policy.model import RegisteredTool
+from app.policy.profiles import SafetyProfile
+from app.registry.schemas import SkillIn, ToolDefIn
+
+MAX_CANDIDATE_ENTRIES = 1000
+
+
+class CandidateIn(Strict):
+    """What would change: a profile that replaces each decision's profile whole (defaults
+    filled in), registry entries that replace the ones decisions saw (null: removed).
+    `skills` are checked and accepted for symmetry with the registry; authorize decisions
+    do not read skills (screening does), so they change no verdict here."""
+
+    profile: SafetyProfile | None = None
+    tools: Annotated[dict[Name, ToolDefIn | None],
+                     Field(max_length=MAX_CANDIDATE_ENTRIES)] = Field(default_factory=dict)
+    skills: Annotated[dict[Name, SkillIn | None],
+                      Field(max_length=MAX_CANDIDATE_ENTRIES)] = Field(default_factory=dict)
+
+    def registered(self) -> dict[str, RegisteredTool | None]:
+        return {name: None if body is None else RegisteredTool(
+            name=name, writes=body.capability.writes,
+            checkpointable=body.capability.checkpointable, unsafe=body.capability.unsafe,
+            read_only=body.capability.read_only,
+            destructive=body.safety_category == "destructive",
+            skill_category=body.skill_category, path_args=tuple(body.path_args))
+            for name, body in self.tools.items()}
+
+
+class ReplayIn(Strict):
+    since: Annotated[DateTime, Field(strict=False)]
+    until: Annotated[DateTime | None, Field(strict=False)] = None  # null: now
+    project: Name | None = None
+    plan_id: Name | None = None
+    tool: Name | None = None
+    candidate: CandidateIn = Field(default_factory=CandidateIn)
+    examples: Annotated[int, Field(ge=0, le=1000)] = 100
+
+
+class Verdict(BaseModel):
+    allowed: bool
+    code: str | None
+
+
+class Transition(BaseModel):
+    from_: str = Field(alias="from")
+    to: str
+    count: int
+
+
+class Example(BaseModel):
+    decision_id: str
+    tool: str | None
+    plan_id: str | None
+    before: Verdict
+    after: Verdict
+
+
+class Unreplayable(BaseModel):
+    masked: int
+    legacy: int
+
+
+class ReplayOut(BaseModel):
+    checked: int
+    changed: int
+    allow_to_deny: int
+    deny_to_allow: int
+    code_changed: int
+    transitions: list[Transition]
+    examples: list[Example]
+    unreplayable: Unreplayable
+    from_: datetime | None = Field(alias="from")
+    to: datetime | None
+    truncated: bool

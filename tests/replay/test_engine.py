@@ -1,0 +1,100 @@
+"""The replay engine on hand-made records (app/replay/engine.py): what the service gave
+the core is applied over the recorded context, and a check that would read a masked value
+makes a decision unreplayable rather than unchanged."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from app.policy.model import RegisteredTool
+from app.policy.profiles import SafetyProfile
+from app.replay.engine import LEGACY, MASKED, Candidate, Unreplayable, replay
+
+CONTEXT = {"plan_id": None, "sandbox_id": "sb", "sandbox_root": "/srv/sb",
+           "plan_read_only": False, "require_checkpoints": False, "accumulated_cost": 0.0,
+           "total_accumulated_cost": 0.0, "step_retry_count": 0, "dry_run": False,
+           "confirmed": False, "metadata": {}, "variables": {}}
+DETAIL = {
+    "layer": "runtime",
+    "tool": {"writes": True, "checkpointable": True, "unsafe": False, "destructive": False,
+             "skill_category": None, "registered": True, "args": {"path": "/srv/sb/a"},
+             "path_args": ["path"]},
+    "request": {"capability": None, "safety_category": None, "skill_category": None},
+    "context": CONTEXT,
+}
+PROFILE = SafetyProfile(max_cost_per_plan=10.0, max_total_cost=100.0,
+                        max_retries_per_step=2, require_human_approval=False)
+
+
+UNCHANGED = Candidate()
+
+
+def _replay(detail, candidate=UNCHANGED, profile=PROFILE, action_id="act"):
+    return replay(detail, tool_name="fs.write", plan_id="p-1", action_id=action_id,
+                  plan_profile=profile, candidate=candidate)
+
+
+def _with(**changes):
+    detail = copy.deepcopy(DETAIL)
+    for key, value in changes.items():
+        detail[key] = value
+    return detail
+
+
+def test_a_recorded_allow_replays_as_allow():
+    assert _replay(DETAIL) == "allow"
+
+
+@pytest.mark.parametrize(("effective", "verdict"), [
+    ({"accumulated_cost": 10.0}, "plan_cost_limit_exceeded"),
+    ({"total_accumulated_cost": 100.0}, "total_cost_limit_exceeded"),
+    ({"step_retry_count": 3}, "retry_limit_exceeded"),
+    ({"plan_read_only": True}, "read_only"),
+])
+def test_what_the_service_gave_the_core_is_applied_over_the_context(effective, verdict):
+    assert _replay(_with(effective=effective)) == verdict
+
+
+def test_a_server_mode_approval_is_the_recorded_one():
+    approving = PROFILE.model_copy(update={"require_human_approval": True})
+    granted = _with(effective={"approval": "granted"}, settings={"approval_mode": "server"})
+    assert _replay(granted, profile=approving) == "allow"
+    flagged = _with(context={**CONTEXT, "metadata": {"human_approved": True}},
+                    settings={"approval_mode": "server"})
+    # A candidate requiring approval where none was looked up: the agent's flag is not a grant.
+    assert _replay(flagged, Candidate(profile=approving)) == "human_approval_required"
+
+
+def test_a_masked_path_argument_is_unreplayable():
+    masked = _with(masked={"args": ["path"]})
+    with pytest.raises(Unreplayable) as raised:
+        _replay(masked)
+    assert raised.value.reason == MASKED
+    # A masked value no check reads does not matter.
+    assert _replay(_with(masked={"metadata": ["password"]})) == "allow"
+
+
+def test_records_without_the_request_block_are_legacy():
+    old = {k: v for k, v in DETAIL.items() if k != "request"}
+    with pytest.raises(Unreplayable) as raised:
+        _replay(old)
+    assert raised.value.reason == LEGACY
+
+
+def test_a_candidate_registry_entry_is_merged_with_the_request_word():
+    unsafe = RegisteredTool(name="fs.write", writes=True, checkpointable=True, unsafe=True)
+    assert _replay(DETAIL, Candidate(tools={"fs.write": unsafe})) == "unsafe_tool"
+    # Removed, in a project refusing unregistered tools.
+    refusing = _with(settings={"deny_unregistered_tools": True})
+    assert _replay(refusing, Candidate(tools={"fs.write": None})) == "tool_not_activated"
+    # Removed elsewhere, and the request never said what the tool does: not a decision.
+    assert _replay(DETAIL, Candidate(tools={"fs.write": None})) == "invalid_input"
+
+
+def test_a_stateless_decision_without_a_profile_stays_without_one():
+    assert _replay(DETAIL, Candidate(profile=SafetyProfile(max_cost_per_plan=0.0)),
+                   action_id=None) == "allow"
+    own = _with(safety_profile=SafetyProfile(max_cost_per_plan=0.0).as_dict())
+    assert _replay(own, action_id=None) == "plan_cost_limit_exceeded"
