@@ -143,12 +143,17 @@ class Tally:
     def records(self, records: list[dict[str, Any]]) -> None:
         """Decision records as they are handed to the decision log."""
         decisions, latency = self.decisions, self.latency
-        for record in records:
-            key = (record["allowed"], record["code"], record["project"], record["tool"])
-            decisions[key] = decisions.get(key, 0) + 1
-            ms = record["latency_ms"]
-            latency[bisect_left(_MS_BOUNDS, ms)] += 1
-            self.latency_sum += ms
+        try:  # counting must never stop a decision's recording
+            for record in records:
+                get = record.get
+                key = (get("allowed"), get("code"), get("project"), get("tool"))
+                decisions[key] = decisions.get(key, 0) + 1
+                ms = get("latency_ms")
+                if type(ms) is float or type(ms) is int:
+                    latency[bisect_left(_MS_BOUNDS, ms)] += 1
+                    self.latency_sum += ms
+        except Exception:  # a malformed record (an unhashable field): left uncounted
+            pass
 
     def request(self, route: str, status: int) -> None:
         key = (route, status)
@@ -168,11 +173,11 @@ class Tally:
         tools: dict[tuple[str, str], int] = {}
         projects: dict[tuple[str, str], int] = {}
         for (allowed, code, project, tool), n in decisions.items():
-            verdict = "true" if allowed else "false"
+            verdict = "true" if allowed is True else "false"
             label = "none" if code is None else code if code in self._known_codes else "other"
             _add(outcome, (verdict, label), n)
             _add(tools, (self._capped(self._tools, self.max_tools, tool), verdict), n)
-            _add(projects, (self._capped(self._projects, self.max_projects, project or ""),
+            _add(projects, (self._capped(self._projects, self.max_projects, project),
                             verdict), n)
         for labels, n in outcome.items():
             m["decisions"].labels(*labels).inc(n)
@@ -185,7 +190,9 @@ class Tally:
         _observe_many(m["decision_seconds"], latency, latency_sum / 1000)
 
     @staticmethod
-    def _capped(seen: set[str], cap: int, name: str) -> str:
+    def _capped(seen: set[str], cap: int, name: object) -> str:
+        if not isinstance(name, str):
+            return "other" if name is not None else ""
         if name in seen:
             return name
         if len(seen) < cap and len(name) <= 200:
