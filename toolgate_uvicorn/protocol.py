@@ -461,8 +461,11 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
         fast = self._fast
         assert fast is not None
         tally = fast.tally
-        if tally is not None:  # the metrics: one dict update
-            tally.request(PATH, status)
+        if tally is not None:  # the metrics: one integer (app/kit/metrics.py Tally)
+            if status == 200:
+                tally.hot_ok += 1
+            else:
+                tally.request(PATH, status)
         if fast.access_log:
             fast.log_answer(cycle.request_id, status, cycle.decision_id,
                             started=self._started, code=None if status == 200 else

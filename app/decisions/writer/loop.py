@@ -172,7 +172,7 @@ class Writer:
                 started = perf_counter()
                 await self.store.commit(records)
                 self.commits += 1
-                log_commit(perf_counter() - started, len(records))
+                timed = (perf_counter() - started, len(records))
             except Unhashable as exc:  # a record orjson cannot serialise
                 error = f"{CANNOT_BE_WRITTEN}: {exc}"
             except Exception as exc:  # whatever the cause, these decisions are not recorded
@@ -189,6 +189,8 @@ class Writer:
                     source.ack(answered)
                 except OSError:
                     pass  # that worker is gone; what it sent is committed all the same
+            if error is None:  # the metrics, once the workers have their answers
+                log_commit(*timed)
 
 
 # How the answer for a frame holding a record orjson cannot write (an integer past 64 bits)
