@@ -79,6 +79,17 @@ class Settings(BaseSettings):
     # uvicorn's per-request access log. Off by default: every decision is in the decision
     # log already, and the access line costs more than the decision itself.
     access_log: bool = False
+    # Operations (docs/operations.md). Log lines as text or one JSON object per line; both
+    # carry the request's id (X-Request-ID) and the decision's where there is one.
+    log_format: Literal["text", "json"] = "text"
+    # GET /metrics: off only to measure what counting costs (bench/run.py --no-metrics).
+    metrics_enabled: bool = True
+    # When set, GET /metrics needs `Authorization: Bearer <this token>` (not an API key).
+    metrics_token: str | None = None
+    # The tool and project labels of the per-tool and per-project decision counters: the
+    # first this many names each process sees, then "other" (label values stay bounded).
+    metrics_max_tools: int = Field(default=50, ge=0, le=10_000)
+    metrics_max_projects: int = Field(default=50, ge=0, le=10_000)
 
     # The HTTP edge (app/kit/edge.py, docs/deployment.md "Slow and oversized requests").
     # A request's target and header names and values, in bytes, and its number of headers:
@@ -166,7 +177,7 @@ class Settings(BaseSettings):
         url = f"{driver}://{rest}"
         return _renamed_query(url, "sslmode", "ssl") if driver == DRIVERS["postgres"] else url
 
-    @field_validator("log_level", mode="before")
+    @field_validator("log_level", "log_format", mode="before")
     @classmethod
     def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value

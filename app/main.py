@@ -10,6 +10,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 
+from app import __version__
 from app.approvals.routes import router as approvals_router
 from app.approvals.service import CHANNEL as APPROVALS_CHANNEL
 from app.approvals.service import ApprovalService
@@ -33,8 +34,12 @@ from app.kit import handlers, openapi
 from app.kit.edge import HEAD_CHECKED, EdgeLimits, check_head
 from app.kit.middleware import BodyLimit
 from app.kit.notify import Notifier
+from app.kit.observe import observed
 from app.ledger.routes import router as ledger_router
 from app.ledger.service import Ledger
+from app.ops.routes import TOKEN_ERRORS
+from app.ops.routes import router as ops_router
+from app.ops.service import Metrics
 from app.plans.routes import router as plans_router
 from app.plans.service import PlanCache
 from app.profiles.routes import router as config_router
@@ -97,6 +102,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await notifier.start()
         background = Background(settings, sessions, approvals=approvals, ledger=ledger)
         background.start()
+        metrics = Metrics(max_tools=settings.metrics_max_tools,
+                          max_projects=settings.metrics_max_projects,
+                          decision_log=decision_log, approvals=approvals,
+                          db_timeout=settings.db_timeout_seconds) \
+            if settings.metrics_enabled else None
+        if metrics is not None:
+            metrics.start()
+            if decision_log is not None:  # every recorded decision passes here
+                decision_log.on_records = metrics.tally.records
+        if isinstance(app, ToolgateApp):
+            app.tally = metrics.tally if metrics is not None else None
         # Each feature's state under its own name; each feature's deps.py reads its own.
         state = app.state
         state.settings, state.engine, state.sessions = settings, engine, sessions
@@ -108,10 +124,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state.ledger = ledger
         state.replayer = Replayer(sessions=sessions, plans=plans,
                                   max_records=settings.replay_max_records)
+        state.metrics = metrics
         if isinstance(app, ToolgateApp) and app.fast_path is not None:
             # The transport gets the decision log as its recorder, wired here.
             app.fast_path.attach(authorizer=authorizer, authenticator=auth.authenticator,
-                                 rate_limiter=auth.rate_limiter, decision_log=decision_log)
+                                 rate_limiter=auth.rate_limiter, decision_log=decision_log,
+                                 tally=app.tally, access_log=settings.access_log)
         # Everything allocated so far lives as long as the process: keep it out of the
         # cyclic GC's full collections, which otherwise walk ~120k start-up objects
         # (~45 ms, a pause every in-flight request waits for) again and again.
@@ -119,18 +137,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
+            if metrics is not None:
+                await metrics.close()
             await background.close()
             await notifier.close()
             if decision_log is not None:
                 await decision_log.close()
             await engine.dispose()
 
-    app = ToolgateApp(title="toolgate", version="0.1.0", description=DESCRIPTION,
-                      lifespan=lifespan)
+    app = ToolgateApp(title="toolgate", version=__version__, description=DESCRIPTION,
+                      lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.access_log = settings.access_log
     app.edge = EdgeLimits.from_settings(settings)
     handlers.install(app)
     openapi.install(app)
     app.include_router(health_router)
+    # /metrics, /docs, /redoc (app/ops/routes.py): no key; /metrics takes a token if set.
+    app.include_router(ops_router, responses=TOKEN_ERRORS if settings.metrics_token else None)
     # Every other route needs a key, and the role its route has in app/auth/roles.py; the
     # OpenAPI document says so once for all of them (app/kit/openapi.py).
     keyed = openapi.errors(401, 403, 503, *([429] if settings.rate_limit_per_second else []))
@@ -154,17 +177,27 @@ class ToolgateApp(FastAPI):
 
     fast_path: FastAuthorize | None = None
     edge: EdgeLimits = EdgeLimits()
+    # The metrics' tally (None: off) and whether each request gets an access line: every
+    # answer but the hot route's (which does it itself) is observed here (app/kit/observe.py:
+    # X-Request-ID, the count by route and status, the line).
+    tally: Any = None
+    access_log: bool = False
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and HEAD_CHECKED not in scope:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        if HEAD_CHECKED not in scope:
             try:
                 check_head(scope, self.edge)
             except Exception as exc:
-                await handlers.render(exc)(scope, receive, send)
+                await observed(handlers.render(exc), scope, receive, send, tally=self.tally,
+                               access_log=self.access_log)
                 return
         fast = self.fast_path
         if fast is not None and fast.handles(scope):
             scope["app"] = self
             await fast(scope, receive, send)
             return
-        await super().__call__(scope, receive, send)
+        await observed(super().__call__, scope, receive, send, tally=self.tally,
+                       access_log=self.access_log)

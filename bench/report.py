@@ -13,6 +13,9 @@ TARGETS = {
     "pg_log_cost": ("Postgres: throughput lost to the log", 0.20, False),
     "pg_log_p99_ms": ("toolgate+Postgres log: p99 at the run's connections, ms "
                       "(median of rounds)", 10.0, False),
+    "sqlite_metrics_cost": ("SQLite log: throughput lost to metrics", 0.03, False),
+    "sqlite_nolog_metrics_cost": ("SQLite, log off: throughput lost to metrics", 0.03,
+                                  False),
     "core_us": ("core evaluate, µs/decision", 5.0, False),
     "cedar_over_core": ("cedarpy time / core time", 40.0, True),
 }
@@ -37,6 +40,10 @@ def ratios(rows: dict[str, Any], core: dict[str, Any] | None) -> dict[str, Any]:
     for db in ("sqlite", "pg"):
         kept = ratio(rows, f"{db}_log", f"{db}_nolog")
         found[f"{db}_log_cost"] = None if kept is None else 1 - kept
+    for name in ("sqlite_log", "sqlite_nolog"):  # metrics on (the default) vs off
+        kept = ratio(rows, name, f"{name}_nometrics")
+        key = "sqlite_metrics_cost" if name == "sqlite_log" else "sqlite_nolog_metrics_cost"
+        found[key] = None if kept is None else 1 - kept
     found["pg_log_p99_ms"] = (rows.get("pg_log") or {}).get("p99_ms")
     us = (core or {}).get("us", {})
     found["core_us"] = us.get("evaluate")

@@ -47,6 +47,11 @@ SCENARIOS = (
              "sqlite", env=(("TOOLGATE_HTTP_PROTOCOL", "uvicorn"),)),
     Scenario("pg_log_uvicorn", "toolgate Postgres, durable log, uvicorn's protocol",
              "postgres", env=(("TOOLGATE_HTTP_PROTOCOL", "uvicorn"),)),
+    # The A/B of metrics (docs/operations.md): the same servers counting nothing.
+    Scenario("sqlite_log_nometrics", "toolgate SQLite, durable log, metrics off", "sqlite",
+             env=(("TOOLGATE_METRICS_ENABLED", "false"),)),
+    Scenario("sqlite_nolog_nometrics", "toolgate SQLite, log disabled, metrics off",
+             "sqlite", log=False, env=(("TOOLGATE_METRICS_ENABLED", "false"),)),
 )
 BY_NAME = {s.name: s for s in SCENARIOS}
 

@@ -43,8 +43,11 @@ from __future__ import annotations
 
 import heapq
 import logging
+import os
 import time
 from functools import partial
+from itertools import count
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 import httptools
@@ -91,6 +94,24 @@ class _EdgeDefaults:
 
 class _Stop(Exception):
     """Raised in a parser callback to stop parsing: the connection is being closed."""
+
+
+# X-Request-ID: the client's when it sent one of at most this size (httptools refuses
+# control characters in a value), else generated like app.kit.logs.new_request_id: a
+# random prefix of this module's own and a counter (unique without a draw per request).
+_MAX_REQUEST_ID = 200
+_id_prefix = [os.urandom(6).hex(), os.getpid()]
+_id_counter = count(1)
+
+
+def _request_id_of(value: bytes | None) -> bytes:
+    global _id_counter
+    if value and len(value) <= _MAX_REQUEST_ID:
+        return value
+    if _id_prefix[1] != os.getpid():  # a forked worker: its own prefix
+        _id_prefix[:] = [os.urandom(6).hex(), os.getpid()]
+        _id_counter = count(1)
+    return b"%s-%x" % (_id_prefix[0].encode(), next(_id_counter))
 
 
 _refusals = [0]  # refused connections of this process still waiting to close
@@ -152,7 +173,7 @@ class _HotCycle:
     request answered here: no scope, no asyncio.Event, no ASGI task."""
 
     __slots__ = ("body", "more_body", "keep_alive", "disconnected", "response_started",
-                 "response_complete", "http_version", "flags")
+                 "response_complete", "http_version", "flags", "request_id", "decision_id")
     message_event = _NoEvent()
 
     def __init__(self, keep_alive: bool, http_version: str) -> None:
@@ -162,6 +183,8 @@ class _HotCycle:
         self.disconnected = self.response_started = self.response_complete = False
         self.http_version = http_version
         self.flags: dict[str, Any] = {}  # what FastAuthorize.ready marks for the ASGI app
+        self.request_id = b""  # X-Request-ID as answered (the client's, or generated)
+        self.decision_id: str | None = None  # for the access line
 
 
 class ToolgateHttpToolsProtocol(HttpToolsProtocol):
@@ -180,6 +203,7 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
         self._head_bytes = self._head_raw = 0
         self._drain_left = edge.drain_bytes
         self._closer: _Closer | None = None
+        self._started = 0.0  # perf_counter() at a hot request's head (access log on)
 
     # --- the connection ------------------------------------------------------------------
 
@@ -291,6 +315,8 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
                 and not parser.should_upgrade() and self._length_within(fast.limit)):
             version = parser.get_http_version()
             self.cycle = _HotCycle(version != "1.0" and parser.should_keep_alive(), version)
+            if fast.access_log:
+                self._started = perf_counter()
             return
         self._begin_scope()
         super().on_headers_complete()
@@ -364,6 +390,9 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
         if answer is None:
             return False
         body, record = answer
+        cycle.request_id = _request_id_of(headers.get(b"x-request-id"))
+        if record is not None:
+            cycle.decision_id = record["decision_id"]
         if record is None:  # the decision log is off
             self._finish(cycle, self._ok(cycle, body), None)
             return True
@@ -390,13 +419,15 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
             self.transport.close()
 
     def _ok(self, cycle: _HotCycle, body: bytes) -> bytes:
-        return b"".join((STATUS_LINE[200], self._defaults(), _OK_HEADERS,
+        return b"".join((STATUS_LINE[200], self._defaults(), b"x-request-id: ",
+                         cycle.request_id, b"\r\n", _OK_HEADERS,
                          str(len(body)).encode(), b"\r\n",
                          b"" if cycle.keep_alive else b"connection: close\r\n", b"\r\n",
                          body))
 
     def _head(self, status: int, headers: list[tuple[bytes, bytes]], cycle: _HotCycle) -> bytes:
-        lines = [STATUS_LINE[status], self._defaults()]
+        lines = [STATUS_LINE[status], self._defaults(), b"x-request-id: %s\r\n"
+                 % cycle.request_id]
         lines += [b"%s: %s\r\n" % (name, value) for name, value in headers]
         if not cycle.keep_alive:
             lines.append(b"connection: close\r\n")
@@ -427,12 +458,19 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
         if cycle.disconnected or self.transport.is_closing():
             return  # the client went away; its decision is recorded all the same
         cycle.response_started = True
-        if self.access_log:  # uvicorn's line, as its send() writes it
-            self.access_logger.info('%s - "%s %s HTTP/%s" %d',
-                                    get_client_addr({"client": self.client}), "POST", PATH,
-                                    cycle.http_version, status)
         fast = self._fast
         assert fast is not None
+        tally = fast.tally
+        if tally is not None:  # the metrics: one integer (app/kit/metrics.py Tally)
+            if status == 200:
+                tally.hot_ok += 1
+            else:
+                tally.request(PATH, status)
+        if fast.access_log:
+            fast.log_answer(cycle.request_id, status, cycle.decision_id,
+                            started=self._started, code=None if status == 200 else
+                            "decision_not_recorded",
+                            client=get_client_addr({"client": self.client}))
         if not fast.outbox.hold(self.transport, data, ack, partial(self._completed, cycle)):
             self.loop.call_soon(self._write_completed, cycle, data)
 
@@ -654,4 +692,12 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
             if len(_rendered) >= 64:
                 _rendered.clear()
             _rendered[key] = rendered
-        return b"".join((STATUS_LINE[status], self._defaults(), rendered))
+        return b"".join((STATUS_LINE[status], self._defaults(), b"x-request-id: ",
+                         _request_id_of(self._sent_request_id()), b"\r\n", rendered))
+
+    def _sent_request_id(self) -> bytes | None:
+        """The X-Request-ID of the request being read, if its head has come that far."""
+        for name, value in getattr(self, "headers", None) or ():
+            if name == b"x-request-id":
+                return value
+        return None

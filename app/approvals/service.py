@@ -274,6 +274,13 @@ class ApprovalService:
             self.wake(approval_id)
         return expired
 
+    async def pending_count(self) -> int:
+        """Approvals waiting for a person now (GET /metrics' toolgate_approvals_pending)."""
+        async with self.sessions() as session:
+            return int(await session.scalar(
+                select(func.count()).select_from(Approval)
+                .where(Approval.state == "pending", Approval.expires_at > utcnow())) or 0)
+
     # --- waiting (GET /v1/approvals/{id}?wait=S) ----------------------------------------
 
     def wake(self, approval_id: str | None) -> None:

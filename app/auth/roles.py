@@ -87,6 +87,9 @@ PUBLIC: frozenset[tuple[str, str]] = frozenset({
     ("GET", "/healthz"), ("GET", "/readyz"), ("HEAD", "/healthz"), ("HEAD", "/readyz"),
     ("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/docs/oauth2-redirect"),
     ("GET", "/redoc"),
+    # Operations (docs/operations.md): the docs' own files; /metrics is open unless
+    # TOOLGATE_METRICS_TOKEN is set, and then needs that token, never an API key.
+    ("GET", "/docs/assets/{name}"), ("GET", "/metrics"),
 })
 
 # (method, path template) -> permission. A route missing here answers 403 to every key but

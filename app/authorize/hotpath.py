@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from functools import lru_cache
+from time import perf_counter
 from typing import Any
 
 import orjson
@@ -32,6 +33,7 @@ from app.decisions.audit import not_recorded
 from app.decisions.log import RecordingFailed
 from app.kit.caller import Caller
 from app.kit.handlers import render
+from app.kit.logs import access, envelope_code, request_id_of
 from app.kit.middleware import body_from, refuse_declared, strict_json, too_large
 
 log = logging.getLogger("toolgate")
@@ -62,10 +64,13 @@ class FastAuthorize:
         self.write: Callable[[list[dict[str, Any]]], Awaitable[int | None]] | None = None
         self.submit: Callable[..., Any] | None = None
         self._log: Any = None  # whose after_ack hook runs the outbox, when it does
+        self.tally: Any = None  # the metrics' (app/kit/metrics.py Tally); None: off
+        self.access_log = False  # one line per request (TOOLGATE_ACCESS_LOG)
 
     def attach(self, *, authorizer: Authorizer, authenticator: Any, rate_limiter: Any,
-               decision_log: Any) -> None:
+               decision_log: Any, tally: Any = None, access_log: bool = False) -> None:
         """Serve with these; the decision log's acknowledgements flush the outbox."""
+        self.tally, self.access_log = tally, access_log
         self.authorizer = authorizer
         self.authenticator = authenticator
         self.rate_limiter = rate_limiter
@@ -96,8 +101,12 @@ class FastAuthorize:
         # One coroutine for the whole request (each await of a nested one costs). Every step
         # that can answer from memory is a plain call: a request with a known key on a
         # cached plan awaits only its body and its record's commit.
+        request_id = None
+        if self.access_log:
+            scope[_STARTED] = perf_counter()
         try:
             headers = dict(scope["headers"])
+            request_id = request_id_of(headers.get(b"x-request-id"))
             one_authorization(scope["headers"], headers)  # 401 for two Authorization headers
             refuse_declared(headers.get(b"content-length"), self.limit)
             message = await receive()
@@ -142,9 +151,38 @@ class FastAuthorize:
                 if ack is not None and self._log.after_ack is self.outbox:
                     outbox = self.outbox
         except Exception as exc:  # rendered exactly as every route's errors
-            await render(exc, method="POST", path=PATH)(scope, receive, send)
+            response = render(exc, method="POST", path=PATH)
+            request_id = request_id or request_id_of(None)
+            response.headers["x-request-id"] = request_id.decode("latin-1")
+            await response(scope, receive, send)
+            self.answered(request_id, response.status_code, scope, None,
+                          code=envelope_code(response.body) if self.access_log else None)
             return
-        await _answer(send, body, outbox, ack)
+        await _answer(send, body, outbox, ack, request_id)
+        self.answered(request_id, 200, scope, answer["decision_id"])
+
+    def answered(self, request_id: bytes, status: int, scope: dict | None,
+                 decision_id: str | None, *, started: float | None = None,
+                 code: str | None = None, client: str | None = None) -> None:
+        """Counted in the metrics, and the access line when on: every answer of this route,
+        from __call__ or from the HTTP protocol's hot route."""
+        if self.tally is not None:
+            self.tally.request(PATH, status)
+        if self.access_log:
+            if scope is not None:
+                started = scope.get(_STARTED)
+                peer = scope.get("client")
+                client = f"{peer[0]}:{peer[1]}" if peer else None
+            self.log_answer(request_id, status, decision_id, started=started, code=code,
+                            client=client)
+
+    @staticmethod
+    def log_answer(request_id: bytes, status: int, decision_id: str | None, *,
+                   started: float | None, code: str | None, client: str | None) -> None:
+        """The access line of one answer of this route (TOOLGATE_ACCESS_LOG)."""
+        access(request_id=request_id.decode("latin-1"), method="POST", route=PATH,
+               status=status, decision_id=decision_id, code=code, client=client,
+               duration_ms=(perf_counter() - started) * 1000 if started else 0.0)
 
     def ready(self, marks: dict[str, Any], headers: dict[bytes, bytes], raw: bytes
               ) -> tuple[bytes, dict[str, Any] | None] | None:
@@ -181,7 +219,11 @@ class FastAuthorize:
         return orjson.dumps(answer), (record if self.write is not None else None)
 
 
-async def _answer(send: Any, body: bytes, outbox: _Outbox | None, ack: int | None) -> None:
+_STARTED = "toolgate.started"  # perf_counter() at the request's start (access log on)
+
+
+async def _answer(send: Any, body: bytes, outbox: _Outbox | None, ack: int | None,
+                  request_id: bytes) -> None:
     """200 with the JSON `body`, written to the connection in one piece under uvicorn.
 
     uvicorn writes the status line and headers, then the body, as two socket writes. On a
@@ -198,7 +240,8 @@ async def _answer(send: Any, body: bytes, outbox: _Outbox | None, ack: int | Non
     request, the write waits in the outbox until every request of that acknowledgement
     has been answered, and they all go out together (see _Outbox)."""
     start = {"type": "http.response.start", "status": 200,
-             "headers": [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]}
+             "headers": [*_JSON_HEADERS, (b"content-length", str(len(body)).encode()),
+                         (b"x-request-id", request_id)]}
     message = {"type": "http.response.body", "body": body}
     cycle = getattr(send, "__self__", None)
     transport = getattr(cycle, "transport", None)

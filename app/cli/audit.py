@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from app.cli.http import DEFAULT_URL, fail
+from app.cli.progress import Progress
 
 audit = typer.Typer(help="Export, verify and prune the decision log.", no_args_is_help=True)
 
@@ -48,8 +49,11 @@ def export(
             if not response.is_success:
                 response.read()
                 raise fail(f"export failed: HTTP {response.status_code} {response.text[:300]}")
+            progress = Progress(header_lines=1 if format == "csv" else 0)
             for chunk in response.iter_bytes():
                 sink.write(chunk)
+                progress(chunk)
+            progress.done()
     except httpx.HTTPError as exc:
         raise fail(f"cannot reach {url}: {exc}") from None
     finally:

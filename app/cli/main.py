@@ -21,8 +21,25 @@ from app.cli.replay import replay
 from app.cli.settings import settings_or_exit
 from app.config import Settings
 
-cli = typer.Typer(help="toolgate: policy decisions for AI agents.", no_args_is_help=True,
-                  add_completion=False)
+cli = typer.Typer(help="toolgate: policy decisions for AI agents.", no_args_is_help=True)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from app import __version__
+
+        typer.echo(f"toolgate {__version__}")
+        raise typer.Exit()
+
+
+@cli.callback()
+def _main(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True,
+        help="Print the version and exit")] = False,
+) -> None:
+    """toolgate: policy decisions for AI agents. Shell completion: `toolgate
+    --install-completion` (bash, zsh, fish, PowerShell), or `--show-completion` to see it."""
 
 
 @cli.command()
@@ -65,9 +82,10 @@ def serve(
         _bootstrap_admin_key(settings)
     workers = workers or settings.workers
     from app.kit.edge import raise_open_file_limit
+    from app.kit.logs import log_config
 
     raise_open_file_limit()  # the workers inherit it; the connection cap is fitted to it
-    with _shared_writer(settings, workers):
+    with _metrics_folder(settings), _shared_writer(settings, workers):
         uvicorn.run(
             "app.main:create_app",
             factory=True,
@@ -75,10 +93,31 @@ def serve(
             port=port or settings.port,
             workers=workers,
             log_level=settings.log_level,
-            access_log=settings.access_log,
+            log_config=log_config(settings.log_format, settings.log_level),
+            access_log=False,  # toolgate writes its own line (TOOLGATE_ACCESS_LOG)
             proxy_headers=False,
             **_edge_options(settings),
         )
+
+
+@contextmanager
+def _metrics_folder(settings: Settings) -> Iterator[None]:
+    """GET /metrics sums every process's values (prometheus-client's multiprocess mode):
+    the workers and the decision log's writers, which inherit the variable, each write
+    theirs into a file of this private folder, removed at the end. A folder the
+    environment names already (PROMETHEUS_MULTIPROC_DIR) is used as it is, and kept."""
+    from app.kit.metrics import MULTIPROC_ENV
+
+    if not settings.metrics_enabled or os.environ.get(MULTIPROC_ENV):
+        yield
+        return
+    folder = tempfile.mkdtemp(prefix="toolgate-metrics-")
+    os.environ[MULTIPROC_ENV] = folder
+    try:
+        yield
+    finally:
+        os.environ.pop(MULTIPROC_ENV, None)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _edge_options(settings: Settings) -> dict[str, object]:

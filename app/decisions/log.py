@@ -127,6 +127,9 @@ class DecisionLog:
         # them and before anything queued later (the hot route writes their answers there).
         self.after_ack: Callable[[int], object] | None = None
         self._acks_seen = 0
+        # Told of every request's records as they are handed over (the metrics' tally,
+        # app/kit/metrics.py): every way of serving authorize passes here. None: off.
+        self.on_records: Callable[[list[dict[str, Any]]], object] | None = None
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -154,6 +157,10 @@ class DecisionLog:
         self._connected = True
         self._acks = self._loop.create_task(
             self._read_acks(acks, self._process), name="toolgate-decision-log-acks")
+
+    def queued(self) -> int:
+        """Records handed over and not yet answered by the writer (the metrics' gauge)."""
+        return self._unanswered + sum(len(records) for records, _ in self._pending)
 
     def running(self) -> bool:
         return self._connected
@@ -199,6 +206,8 @@ class DecisionLog:
 
     def _enqueue(self, records: list[dict[str, Any]], done: Done) -> None:
         self._pending.append((records, done))
+        if self.on_records is not None:
+            self.on_records(records)
         if len(self._pending) >= FRAME_REQUESTS:
             self._send()  # the end-of-turn flush, if scheduled, sends what comes after
         elif not self._flush_scheduled:

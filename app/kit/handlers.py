@@ -17,7 +17,10 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
 
+from app.kit import metrics
 from app.kit.errors import InvalidJSON, ToolgateError
+from app.kit.logs import envelope_code
+from app.kit.observe import ERROR_KEY
 from app.policy.tool import MissingCapability
 
 log = logging.getLogger("toolgate")
@@ -101,6 +104,7 @@ def render(exc: Exception, *, method: str = "", path: str = "") -> Response:
     # free pooled connection within that bound.
     if isinstance(exc, OperationalError | DBAPIError | OSError | PoolTimeout):
         log.warning("storage unavailable: %s", exc)
+        metrics.storage_error()
         return envelope(503, "storage_unavailable", "the database is unavailable; try again",
                         headers={"Retry-After": "1"})
     # Still the envelope, and never an allow: decisions are only sent from the route itself.
@@ -134,6 +138,7 @@ def allowed_methods(app: Any, path: str) -> list[str]:
 
 async def _handle(request: Request, exc: Exception) -> Response:
     response = render(exc, method=request.method, path=request.url.path)
+    request.scope[ERROR_KEY] = envelope_code(response.body)  # for the access line
     if response.status_code == 405:
         methods = allowed_methods(request.app, request.scope.get("path", ""))
         if methods:

@@ -89,6 +89,8 @@ async def test_a_known_plan_is_answered_without_an_asgi_task_as_uvicorn_would(
     [(status, headers, body), second] = responses(b"".join(ours.writes))
     [(stock_status, stock_headers, stock_body)] = responses(b"".join(stock.writes))
     assert status == stock_status == 200 and second[0] == 200
+    # X-Request-ID on both, generated (none was sent): each its own
+    assert headers.pop("x-request-id") and stock_headers.pop("x-request-id")
     assert headers == stock_headers  # date, server, content-type, content-length
     decision, expected = orjson.loads(body), orjson.loads(stock_body)
     assert decision["decision_id"] != expected["decision_id"]

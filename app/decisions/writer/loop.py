@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from time import perf_counter
 from typing import Any
 
 import orjson
@@ -18,6 +19,7 @@ from app.decisions.chain import Unhashable
 from app.decisions.records import iso_from_ns
 from app.decisions.writer.postgres import PostgresStore
 from app.decisions.writer.sqlite import SQLiteStore
+from app.kit.metrics import log_commit
 
 log = logging.getLogger("toolgate.decisions.writer")
 
@@ -167,8 +169,10 @@ class Writer:
                 for record in records:  # the hot path's integer timestamps, as hashed
                     if type(record["created_at"]) is int:
                         record["created_at"] = iso_from_ns(record["created_at"])
+                started = perf_counter()
                 await self.store.commit(records)
                 self.commits += 1
+                timed = (perf_counter() - started, len(records))
             except Unhashable as exc:  # a record orjson cannot serialise
                 error = f"{CANNOT_BE_WRITTEN}: {exc}"
             except Exception as exc:  # whatever the cause, these decisions are not recorded
@@ -185,6 +189,8 @@ class Writer:
                     source.ack(answered)
                 except OSError:
                     pass  # that worker is gone; what it sent is committed all the same
+            if error is None:  # the metrics, once the workers have their answers
+                log_commit(*timed)
 
 
 # How the answer for a frame holding a record orjson cannot write (an integer past 64 bits)

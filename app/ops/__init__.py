@@ -1,0 +1,1 @@
+"""Operations: GET /metrics, and the API docs (/docs, /redoc) served offline."""
