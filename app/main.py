@@ -42,6 +42,8 @@ from app.registry.routes import safety_test_router
 from app.registry.service import RegistryCache
 from app.store import migrate
 from app.store.engine import make_engine, make_sessionmaker
+from app.ui.routes import api_router as whoami_router
+from app.ui.routes import router as ui_router
 from app.webhooks.routes import router as webhooks_router
 
 DESCRIPTION = """Policy decisions for AI agents: before every tool call an agent asks
@@ -123,12 +125,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     handlers.install(app)
     openapi.install(app)
     app.include_router(health_router)
+    app.include_router(ui_router)  # the operators' page: its files need no key
     # Every other route needs a key, and the role its route has in app/auth/roles.py; the
     # OpenAPI document says so once for all of them (app/kit/openapi.py).
     keyed = openapi.errors(401, 403, 503, *([429] if settings.rate_limit_per_second else []))
     for router in (decide_router, batch_router, plans_router, config_router,
                    registry_router, safety_test_router, decisions_router,
-                   test_router, keys_router, approvals_router, webhooks_router):
+                   test_router, keys_router, approvals_router, webhooks_router,
+                   whoami_router):
         openapi.document_inputs(router)
         app.include_router(router, dependencies=[Depends(authorize)], responses=keyed)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)

@@ -72,6 +72,8 @@ PERMISSIONS: dict[str, Rule] = {
                              note="within the key's projects, else 404; never an approval "
                                   "requested by a key of the same principal (403)"),
     "webhooks.manage": Rule(_roles(), note="webhooks and their deliveries (SPEC §10)"),
+    "whoami": Rule(ALL_ROLES, note="the key's own role, projects and permissions "
+                                   "(the operators' page reads it)"),
 }
 
 # Routes that never need a key.
@@ -79,6 +81,8 @@ PUBLIC: frozenset[tuple[str, str]] = frozenset({
     ("GET", "/healthz"), ("GET", "/readyz"), ("HEAD", "/healthz"), ("HEAD", "/readyz"),
     ("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/docs/oauth2-redirect"),
     ("GET", "/redoc"),
+    # The operators' page's files (app/ui/): the page signs in with a key of its own.
+    ("GET", "/ui"), ("GET", "/ui/checks.json"), ("GET", "/ui/{name}"),
 })
 
 # (method, path template) -> permission. A route missing here answers 403 to every key but
@@ -140,6 +144,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("PUT", "/v1/webhooks/{name}"): "webhooks.manage",
     ("DELETE", "/v1/webhooks/{name}"): "webhooks.manage",
     ("GET", "/v1/webhooks/{name}/deliveries"): "webhooks.manage",
+    ("GET", "/v1/whoami"): "whoami",
 }
 
 # Unmapped routes: admins only (fail closed, still behind a key).
