@@ -25,7 +25,10 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
-function show(...nodes) { main.replaceChildren(...nodes); }
+function fill(node, ...children) {
+  node.replaceChildren(...children.flat().filter((n) => n !== null && n !== undefined));
+}
+function show(...nodes) { fill(main, ...nodes); }
 function json(value) { return el("pre", {}, JSON.stringify(value, null, 2)); }
 function verdict(allowed) {
   if (allowed === null || allowed === undefined) return el("span", { class: "muted" }, "—");
@@ -429,7 +432,7 @@ async function audit() {
     out.replaceChildren(el("p", { class: "muted" }, "Verifying…"));
     try {
       const r = await api("/v1/audit/verify" + query(range()));
-      out.replaceChildren(el("p", { class: r.ok ? "allow" : "deny", id: "chain-state" }, r.ok ? "The chain verifies." : "The chain does NOT verify."),
+      fill(out, el("p", { class: r.ok ? "allow" : "deny", id: "chain-state" }, r.ok ? "The chain verifies." : "The chain does NOT verify."),
         fields([["records checked", r.checked], ["head", r.head]]), r.first_bad ? [el("h2", {}, "First bad record"), json(r.first_bad)] : null);
     } catch (err) { out.replaceChildren(failure(err)); }
   };
