@@ -98,6 +98,7 @@ async def list_decisions(
 @router.get("/decisions/stats", summary="Counts by code/tool/project/allowed, and a series")
 async def decision_stats(
     session: Session,
+    sessions: Sessions,
     principal: PrincipalDep,
     since: DateTime | None = None,
     until: DateTime | None = None,
@@ -109,7 +110,8 @@ async def decision_stats(
 ) -> dict:
     filters = _filters(since, until, project=project, tool=tool, kind=kind,
                        projects=principal.project_list())
-    answer = await queries.stats(session, filters, group_by=group_by, bucket=bucket)
+    answer = await queries.stats(session, filters, group_by=group_by, bucket=bucket,
+                                 sessions=sessions)
     return {"since": since, "until": until, "group_by": group_by, "bucket": bucket, **answer}
 
 
