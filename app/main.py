@@ -25,6 +25,7 @@ from app.authorize.routes import router as decide_router
 from app.authorize.service import Authorizer
 from app.background import Background
 from app.config import Settings
+from app.decisions import reader as log_reader
 from app.decisions.log import DecisionLog
 from app.decisions.routes import router as decisions_router
 from app.decisions.writer.start import WRITER_SOCKET_ENV
@@ -102,6 +103,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state.auth, state.plans, state.registry = auth, plans, registry
         state.authorizer, state.decision_log, state.notifier = authorizer, decision_log, notifier
         state.approvals, state.background = approvals, background
+        state.log_reader = log_reader.for_database(settings.database_url,
+                                                   settings.db_timeout_seconds)
         if isinstance(app, ToolgateApp) and app.fast_path is not None:
             # The transport gets the decision log as its recorder, wired here.
             app.fast_path.attach(authorizer=authorizer, authenticator=auth.authenticator,
@@ -114,6 +117,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             await background.close()
+            if state.log_reader is not None:
+                state.log_reader.close()
             await notifier.close()
             if decision_log is not None:
                 await decision_log.close()

@@ -16,6 +16,8 @@ ADMIN_TOKEN = "ui-test-admin-token"
 READER = {"writes": False, "checkpointable": True, "unsafe": False}
 WRITER = {"writes": True, "checkpointable": True, "unsafe": False}
 UNSAFE = {"writes": True, "checkpointable": True, "unsafe": True}
+# A value from the log that would run if the page wrote it as HTML.
+HOSTILE = 'rm -rf build <img src=x onerror="document.title=1">'
 
 
 @dataclass
@@ -65,7 +67,7 @@ def setup(url: str) -> World:
                    ).raise_for_status()
         for _ in range(2):
             c.post("/v1/authorize-tool", json={"plan_id": reads, "tool": {
-                "name": "shell", "capability": UNSAFE, "args": {"cmd": "rm -rf build"}}}
+                "name": "shell", "capability": UNSAFE, "args": {"cmd": HOSTILE}}}
                    ).raise_for_status()
         held = c.post("/v1/authorize-tool", json=deploy).json()
         assert held["deny"]["code"] == "human_approval_required", held
@@ -142,6 +144,9 @@ def walk(driver, world: World, shot: Callable[[str], None]) -> None:  # type: ig
     profile = page.find("#profile").text
     assert "ops-read" in profile and "action" in profile, profile
     assert "None reported." in page.find("#outcome").text
+    # Values from the log are text: the markup shows as characters and never runs.
+    assert HOSTILE.replace('"', '\\"') in driver.find_element(By.TAG_NAME, "main").text
+    assert not page.all("main img") and driver.title == "toolgate"
     shot("decision")
 
     # The deploy held for approval: its detail shows the masked secret, never the value.
