@@ -57,14 +57,14 @@ def _hour_expr(dialect: str) -> Any:
     return func.strftime("%Y-%m-%d %H:00:00.000000", LogRecord.created_at)
 
 
-CHUNK = 6  # hours counted per transaction: the write lock is held for a moment only
+CHUNK = 24  # hours written per transaction: the write lock is held for a moment only
 
 
 async def ensure(sessions: async_sessionmaker, dialect: str, low: datetime,
                  high: datetime) -> None:
-    """Count every hour of [low, high) not counted yet, a few hours at a time: each run is
-    counted in a read (no lock), then written with its marks in a short write transaction
-    (on SQLite the log's writer waits for that lock)."""
+    """Count every hour of [low, high) not counted yet: one read (no lock) counts them all,
+    then each run of up to CHUNK hours is written with its marks in a short write
+    transaction (on SQLite the log's writer waits for that lock)."""
     async with sessions() as session:
         rolled = set(map(as_utc, (await session.scalars(
             select(RolledHour.hour).where(RolledHour.hour >= low, RolledHour.hour < high)
@@ -74,6 +74,8 @@ async def ensure(sessions: async_sessionmaker, dialect: str, low: datetime,
         if moment not in rolled:
             missing.append(moment)
         moment += HOUR
+    if not missing:
+        return
     runs: list[list[datetime]] = []
     for h in missing:
         if runs and runs[-1][-1] + HOUR == h and len(runs[-1]) < CHUNK:
@@ -83,16 +85,22 @@ async def ensure(sessions: async_sessionmaker, dialect: str, low: datetime,
     columns = [func.coalesce(getattr(LogRecord, k), literal("")) if k != "allowed"
                else LogRecord.allowed for k in KEYS]
     hour = _hour_expr(dialect).label("hour")
+    # One read counts the whole span (no lock held); the writes go a few hours at a time.
+    counted = (select(hour, *columns, func.count())
+               .where(LogRecord.created_at >= missing[0],
+                      LogRecord.created_at < missing[-1] + HOUR,
+                      LogRecord.allowed.is_not(None))
+               .group_by(hour, *columns))
+    async with sessions() as session:
+        found = (await session.execute(counted)).all()
+    by_hour: dict[datetime, list[dict[str, Any]]] = {}
+    for r in found:
+        moment = as_utc(r[0])
+        by_hour.setdefault(moment, []).append(
+            {"hour": moment, **dict(zip(KEYS, r[1:-1], strict=True)), "count": r[-1]})
     for run in runs:
         a, b = run[0], run[-1] + HOUR
-        counted = (select(hour, *columns, func.count())
-                   .where(LogRecord.created_at >= a, LogRecord.created_at < b,
-                          LogRecord.allowed.is_not(None))
-                   .group_by(hour, *columns))
-        async with sessions() as session:
-            found = (await session.execute(counted)).all()
-        values = [{"hour": as_utc(r[0]), **dict(zip(KEYS, r[1:-1], strict=True)),
-                   "count": r[-1]} for r in found]
+        values = [v for h in run for v in by_hour.get(h, ())]
         try:
             async with sessions() as session, session.begin():
                 await session.connection(execution_options={WRITE_OPTION: True})

@@ -77,7 +77,7 @@ def setup(url: str) -> World:
 class Page:
     def __init__(self, driver, url: str) -> None:  # type: ignore[no-untyped-def]
         self.driver, self.url = driver, url
-        self.wait = WebDriverWait(driver, 15)
+        self.wait = WebDriverWait(driver, 40)  # a shared, loaded CI machine
 
     def find(self, css: str):  # type: ignore[no-untyped-def]
         return self.wait.until(seen.presence_of_element_located((By.CSS_SELECTOR, css)))
