@@ -49,7 +49,19 @@ class ApiError extends Error {
   }
 }
 
+// Each route() starts a new generation: an answer that arrives after the reader has moved
+// on to another view is dropped (Stale), so it never replaces the view now shown.
+let generation = 0;
+class Stale extends Error {}
+
 async function api(path, options = {}) {
+  const asked = generation;
+  const answer = await request(path, options);
+  if (asked !== generation) throw new Stale(path);
+  return answer;
+}
+
+async function request(path, options) {
   const headers = { Authorization: "Bearer " + sessionStorage.getItem(KEY) };
   if (options.body !== undefined) headers["Content-Type"] = "application/json";
   const r = await fetch(path, {
@@ -141,6 +153,7 @@ async function start() {
 
 function route() {
   if (!me) return;
+  generation += 1;
   const [name, rest] = location.hash.replace(/^#/, "").split("/", 2);
   const params = new URLSearchParams(location.hash.split("?")[1] || "");
   const usable = VIEWS.filter(visible);
@@ -161,7 +174,7 @@ function guarded(id, render) {
     return show(notAllowed(`This key (role ${me.role}) may not read ${view.title.toLowerCase()} (permission ${view.needs.join(" or ")}).`));
   }
   show(el("p", { class: "muted" }, "Loading…"));
-  Promise.resolve(render()).catch((err) => show(failure(err)));
+  Promise.resolve(render()).catch((err) => { if (!(err instanceof Stale)) show(failure(err)); });
 }
 window.addEventListener("hashchange", route);
 
