@@ -26,6 +26,7 @@ from app.authorize.routes import router as decide_router
 from app.authorize.service import Authorizer
 from app.background import Background
 from app.config import Settings
+from app.decisions import reader as log_reader
 from app.decisions.log import DecisionLog
 from app.decisions.routes import router as decisions_router
 from app.decisions.writer.start import WRITER_SOCKET_ENV
@@ -51,6 +52,8 @@ from app.replay.routes import router as replay_router
 from app.replay.service import Replayer
 from app.store import migrate
 from app.store.engine import make_engine, make_sessionmaker
+from app.ui.routes import api_router as whoami_router
+from app.ui.routes import router as ui_router
 from app.webhooks.routes import router as webhooks_router
 
 DESCRIPTION = """Policy decisions for AI agents: before every tool call an agent asks
@@ -125,6 +128,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state.replayer = Replayer(sessions=sessions, plans=plans,
                                   max_records=settings.replay_max_records)
         state.metrics = metrics
+        state.log_reader = log_reader.for_database(settings.database_url,
+                                                   settings.db_timeout_seconds)
         if isinstance(app, ToolgateApp) and app.fast_path is not None:
             # The transport gets the decision log as its recorder, wired here.
             app.fast_path.attach(authorizer=authorizer, authenticator=auth.authenticator,
@@ -140,6 +145,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if metrics is not None:
                 await metrics.close()
             await background.close()
+            if state.log_reader is not None:
+                state.log_reader.close()
             await notifier.close()
             if decision_log is not None:
                 await decision_log.close()
@@ -154,13 +161,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health_router)
     # /metrics, /docs, /redoc (app/ops/routes.py): no key; /metrics takes a token if set.
     app.include_router(ops_router, responses=TOKEN_ERRORS if settings.metrics_token else None)
+    app.include_router(ui_router)  # the operators' page: its files need no key
     # Every other route needs a key, and the role its route has in app/auth/roles.py; the
     # OpenAPI document says so once for all of them (app/kit/openapi.py).
     keyed = openapi.errors(401, 403, 503, *([429] if settings.rate_limit_per_second else []))
     for router in (decide_router, batch_router, plans_router, config_router,
                    registry_router, safety_test_router, decisions_router,
                    test_router, keys_router, approvals_router, webhooks_router,
-                   ledger_router, replay_router):
+                   ledger_router, replay_router, whoami_router):
         openapi.document_inputs(router)
         app.include_router(router, dependencies=[Depends(authorize)], responses=keyed)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)

@@ -80,6 +80,8 @@ PERMISSIONS: dict[str, Rule] = {
     "ledger.credit": Rule(_roles(), note="lowers spent, audited (SPEC §11)"),
     "replay": Rule(_roles(Role.AUDITOR),
                    note="decisions of the key's projects only (SPEC §12); changes nothing"),
+    "whoami": Rule(ALL_ROLES, note="the key's own role, projects and permissions "
+                                   "(the operators' page reads it)"),
 }
 
 # Routes that never need a key.
@@ -90,6 +92,8 @@ PUBLIC: frozenset[tuple[str, str]] = frozenset({
     # Operations (docs/operations.md): the docs' own files; /metrics is open unless
     # TOOLGATE_METRICS_TOKEN is set, and then needs that token, never an API key.
     ("GET", "/docs/assets/{name}"), ("GET", "/metrics"),
+    # The operators' page's files (app/ui/): the page signs in with a key of its own.
+    ("GET", "/ui"), ("GET", "/ui/checks.json"), ("GET", "/ui/{name}"),
 })
 
 # (method, path template) -> permission. A route missing here answers 403 to every key but
@@ -157,6 +161,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", "/v1/plans/{plan_id}/ledger/credit"): "ledger.credit",
     ("POST", "/v1/projects/{project}/ledger/credit"): "ledger.credit",
     ("POST", "/v1/replay"): "replay",
+    ("GET", "/v1/whoami"): "whoami",
 }
 
 # Unmapped routes: admins only (fail closed, still behind a key).

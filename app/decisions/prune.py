@@ -13,6 +13,7 @@ from datetime import datetime
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
+from app.decisions import rollups
 from app.decisions.audit import audit_change
 from app.decisions.records import iso
 from app.decisions.tables import ChainHead, LogRecord
@@ -34,6 +35,7 @@ async def prune(sessions: async_sessionmaker, before: datetime) -> dict:
         await session.execute(update(ChainHead).where(ChainHead.id == 1)
                               .values(pruned_seq=last, pruned_hash=anchor_hash))
         deleted = result.rowcount or 0
+        await rollups.forget(session, before)  # counted again from what remains
         await audit_change(session, Caller(), resource="audit_log", name=None,
                            operation="prune", before=None,
                            after={"before": iso(before), "deleted": deleted,

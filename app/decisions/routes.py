@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 import orjson
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from app.auth.deps import PrincipalDep
@@ -71,6 +71,7 @@ def _seq(cursor: str) -> int:
 
 @router.get("/decisions", summary="Decisions, newest first, filtered and paged")
 async def list_decisions(
+    request: Request,
     session: Session,
     principal: PrincipalDep,
     since: DateTime | None = None,
@@ -90,8 +91,11 @@ async def list_decisions(
     filters = _filters(since, until, project=project, plan_id=plan_id, action_id=action_id,
                        tool=tool, allowed=allowed, code=code, error=error, kind=kind,
                        projects=principal.project_list(), shadow_changed=shadow_changed)
-    rows = await queries.page(session, filters, before_seq=_seq(cursor) if cursor else None,
-                              limit=limit + 1)
+    # SQLite: app/decisions/reader.py (it knows no shadow filter: those read the session).
+    reader = request.app.state.log_reader if shadow_changed is None else None
+    before = _seq(cursor) if cursor else None
+    rows = (await reader.page(filters, before_seq=before, limit=limit + 1) if reader else
+            await queries.page(session, filters, before_seq=before, limit=limit + 1))
     items = [queries.shown(r) for r in rows[:limit]]
     next_cursor = _cursor(rows[limit - 1].seq) if len(rows) > limit else None
     return Response(orjson.dumps({"items": items, "next_cursor": next_cursor}),
@@ -101,6 +105,7 @@ async def list_decisions(
 @router.get("/decisions/stats", summary="Counts by code/tool/project/allowed, and a series")
 async def decision_stats(
     session: Session,
+    sessions: Sessions,
     principal: PrincipalDep,
     since: DateTime | None = None,
     until: DateTime | None = None,
@@ -113,21 +118,28 @@ async def decision_stats(
 ) -> dict:
     filters = _filters(since, until, project=project, tool=tool, kind=kind,
                        projects=principal.project_list())
-    answer = await queries.stats(session, filters, group_by=group_by, bucket=bucket)
+    answer = await queries.stats(session, filters, group_by=group_by, bucket=bucket,
+                                 sessions=sessions)
     return {"since": since, "until": until, "group_by": group_by, "bucket": bucket, **answer}
 
 
 @router.get("/decisions/{decision_id}", responses=errors(404),
             summary="One decision or configuration change")
-async def get_decision(decision_id: str, session: Session,
+async def get_decision(decision_id: str, request: Request, sessions: Sessions,
                        principal: PrincipalDep) -> Response:
-    row = await queries.get(session, decision_id[:64])
+    reader = request.app.state.log_reader  # SQLite: app/decisions/reader.py
+    if reader is not None:
+        row = await reader.get(decision_id[:64])
+    else:
+        async with sessions() as session:
+            row = await queries.get(session, decision_id[:64])
     if row is None or not principal.sees(row.project):
         raise NotFound(f"decision '{decision_id[:64]}' does not exist",
                        decision_id=decision_id[:64])
     record = queries.shown(row)
     if row.kind == "authorize":  # what the agent reported of it (SPEC §11), null until then
-        record["outcome"] = await outcome_of(session, row.decision_id)
+        async with sessions() as session:
+            record["outcome"] = await outcome_of(session, row.decision_id)
     return Response(orjson.dumps(record), media_type="application/json")
 
 

@@ -80,3 +80,29 @@ class ChainHead(Base):
     pruned_seq: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"))
     pruned_hash: Mapped[str] = mapped_column(String(64))
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class Rollup(Base):
+    """Counts of the decisions of one hour (those with a verdict: `allowed` is not null), by
+    kind, project, tool, verdict, code and error: what `/v1/decisions/stats` reads for the
+    hours that are over instead of the log (app/decisions/rollups.py). Null project, tool,
+    code and error are stored as "" (a key column is never null)."""
+
+    __tablename__ = "decision_rollup"
+
+    hour: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    project: Mapped[str] = mapped_column(String(200), primary_key=True)
+    tool: Mapped[str] = mapped_column(String(200), primary_key=True)
+    allowed: Mapped[bool] = mapped_column(Boolean, primary_key=True)
+    code: Mapped[str] = mapped_column(String(64), primary_key=True)
+    error: Mapped[str] = mapped_column(String(64), primary_key=True)
+    count: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"))
+
+
+class RolledHour(Base):
+    """An hour whose counts `decision_rollup` holds (an hour without decisions has none)."""
+
+    __tablename__ = "decision_rolled_hour"
+
+    hour: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)

@@ -1,0 +1,1 @@
+"""The operators' page (SPEC §13): static files and /v1/whoami."""
