@@ -8,6 +8,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -79,3 +81,20 @@ def decision_log_writers(root: int) -> dict[int, list[str]]:
             if b"app.decisions.writer" in argv:
                 found[pid] = [a.decode() for a in argv if a]
     return found
+
+
+@contextmanager
+def replicas(env: dict[str, str], folder: Path) -> Iterator[tuple[str, str]]:
+    """Two `toolgate serve` processes on one database (its URL in env): their base URLs.
+    Both are stopped on the way out, and the first when the second does not start."""
+    first = serve(env, folder / "a.log")
+    try:
+        second = serve(env, folder / "b.log")
+    except BaseException:
+        stop(first[0])
+        raise
+    try:
+        yield first[1], second[1]
+    finally:
+        stop(first[0])
+        stop(second[0])

@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from tests.serving import serve, stop
+from tests.serving import replicas as two_replicas
 
 pytestmark = pytest.mark.slow
 
@@ -24,17 +24,8 @@ CALL = {"tool": {"name": "deploy", "capability": WRITER, "args": {"service": "we
 @pytest.fixture
 def replicas(postgres_url, tmp_path):
     env = {"TOOLGATE_DATABASE_URL": postgres_url, "TOOLGATE_ADMIN_TOKEN": TOKEN}
-    first = serve(env, tmp_path / "a.log")
-    try:
-        second = serve(env, tmp_path / "b.log")
-    except BaseException:
-        stop(first[0])
-        raise
-    try:
-        yield first[1], second[1]
-    finally:
-        stop(first[0])
-        stop(second[0])
+    with two_replicas(env, tmp_path) as urls:
+        yield urls
 
 
 def _setup(url: str) -> tuple[str, dict, dict]:

@@ -10,7 +10,7 @@ import asyncio
 import httpx
 import pytest
 
-from tests.serving import serve, stop
+from tests.serving import replicas as two_replicas
 
 pytestmark = pytest.mark.slow
 
@@ -23,17 +23,8 @@ LIMIT, ESTIMATE, SPENT = 10.0, 0.75, 6.0
 @pytest.fixture
 def replicas(postgres_url, tmp_path):
     env = {"TOOLGATE_DATABASE_URL": postgres_url, "TOOLGATE_ADMIN_TOKEN": TOKEN}
-    first = serve(env, tmp_path / "a.log")
-    try:
-        second = serve(env, tmp_path / "b.log")
-    except BaseException:
-        stop(first[0])
-        raise
-    try:
-        yield first[1], second[1]
-    finally:
-        stop(first[0])
-        stop(second[0])
+    with two_replicas(env, tmp_path) as urls:
+        yield urls
 
 
 def _setup(url: str) -> str:
