@@ -128,17 +128,14 @@ async def decision_stats(
 async def get_decision(decision_id: str, request: Request, sessions: Sessions,
                        principal: PrincipalDep) -> Response:
     reader = request.app.state.log_reader  # SQLite: app/decisions/reader.py
-    if reader is not None:
-        row = await reader.get(decision_id[:64])
-    else:
-        async with sessions() as session:
-            row = await queries.get(session, decision_id[:64])
-    if row is None or not principal.sees(row.project):
-        raise NotFound(f"decision '{decision_id[:64]}' does not exist",
-                       decision_id=decision_id[:64])
-    record = queries.shown(row)
-    if row.kind == "authorize":  # what the agent reported of it (SPEC §11), null until then
-        async with sessions() as session:
+    async with sessions() as session:  # opened lazily: the reader's row needs none
+        row = (await reader.get(decision_id[:64]) if reader is not None
+               else await queries.get(session, decision_id[:64]))
+        if row is None or not principal.sees(row.project):
+            raise NotFound(f"decision '{decision_id[:64]}' does not exist",
+                           decision_id=decision_id[:64])
+        record = queries.shown(row)
+        if row.kind == "authorize":  # what the agent reported (SPEC §11), null until then
             record["outcome"] = await outcome_of(session, row.decision_id)
     return Response(orjson.dumps(record), media_type="application/json")
 
