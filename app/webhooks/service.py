@@ -161,7 +161,18 @@ class Webhooks:
         claimed = await self._claim()
         if not claimed:
             return 0
-        results = await asyncio.gather(*(self._send(d, hook) for d, hook in claimed))
+        # One webhook's deliveries are sent one after another in the log's order (a receiver
+        # sees pending before granted, unless a retry intervenes); webhooks in parallel.
+        results: list[dict[str, Any]] = [{}] * len(claimed)
+        by_hook: dict[str, list[int]] = {}
+        for i, (delivery, _) in enumerate(claimed):
+            by_hook.setdefault(delivery.webhook, []).append(i)
+
+        async def send_in_order(indexes: list[int]) -> None:
+            for i in indexes:
+                results[i] = await self._send(*claimed[i])
+
+        await asyncio.gather(*(send_in_order(ix) for ix in by_hook.values()))
         async with self.sessions() as session, session.begin():
             await session.connection(execution_options={WRITE_OPTION: True})
             for (delivery, _), result in zip(claimed, results, strict=True):
