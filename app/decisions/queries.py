@@ -196,13 +196,12 @@ async def stats(session: AsyncSession, filters: Filters, *, group_by: str | None
             v is None for v in (filters.plan_id, filters.action_id, filters.allowed,
                                 filters.code, filters.error, filters.shadow_changed)) and (
             group_by is None or group_by in ROLLED_GROUPS):
-        first = None
-        if filters.since is None:
-            # The oldest record by seq (the primary key; Postgres's created_at index is a
-            # BRIN, no help for min()): times are nearly in seq order, and any record
-            # before it is in the range read from the log anyway.
-            first = await session.scalar(select(LogRecord.created_at).where(
-                LogRecord.seq == select(func.min(LogRecord.seq)).scalar_subquery()))
+        # The oldest record by seq (the primary key; Postgres's created_at index is a
+        # BRIN, no help for min()): times are nearly in seq order, and any record before it
+        # is in the range read from the log anyway. The counted hours start there whatever
+        # `since` says: since=2000-01-01 must not count a quarter of a million empty hours.
+        first = await session.scalar(select(LogRecord.created_at).where(
+            LogRecord.seq == select(func.min(LogRecord.seq)).scalar_subquery()))
         span = rollups.full_hours(filters.since, filters.until, first=first,
                                   now=datetime.now(UTC))
     if span is None:

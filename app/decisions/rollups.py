@@ -41,10 +41,12 @@ def ceil_hour(moment: datetime) -> datetime:
 def full_hours(since: datetime | None, until: datetime | None, *, first: datetime | None,
                now: datetime) -> tuple[datetime, datetime] | None:
     """The whole hours of [since, until) that are over and settled; None when there are none.
-    `first`: the oldest record's time (the start of an open range)."""
-    start = since if since is not None else first
-    if start is None:
+    `first`: the oldest record's time (None: an empty log, nothing to count); the hours
+    start at it or at `since`, whichever is later."""
+    if first is None:
         return None
+    first = as_utc(first)
+    start = first if since is None else max(as_utc(since), first)
     end = min(until, now - SETTLE) if until is not None else now - SETTLE
     low, high = ceil_hour(start), floor_hour(end)
     return (low, high) if low < high else None
