@@ -22,8 +22,10 @@ def receiver():
         yield r
 
 
-async def rounds(client, until, *, timeout: float = 15.0) -> None:
-    """Run background rounds until `until()` holds (bounded)."""
+async def rounds(client, until, *, timeout: float = 60.0) -> None:
+    """Run background rounds until `until()` holds (bounded; a loaded CI machine once took
+    more than 15 s to deliver one event on SQLite, where every round waits its turn for the
+    write lock with the log's writer)."""
     deadline = time.monotonic() + timeout
     while True:
         await client.app.state.background.run_once()
