@@ -15,7 +15,7 @@ from app.kit.openapi import errors
 from app.store.base import utcnow
 from app.store.engine import get_locked
 from app.webhooks.schemas import DeliveryList, WebhookIn, WebhookList, WebhookOut
-from app.webhooks.service import delivery_out, webhook_out
+from app.webhooks.service import delivery_out, start_cursor, webhook_out
 from app.webhooks.tables import Webhook, WebhookDelivery
 
 router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["webhooks"])
@@ -54,6 +54,7 @@ async def put_webhook(name: NameParam, body: WebhookIn, session: Session, caller
                       secret=body.secret, created_at=now, updated_at=now)
         session.add(row)
         response.status_code = 201
+        await start_cursor(session)
     else:
         row.url, row.events, row.projects = body.url, body.events, body.projects
         row.secret, row.updated_at = body.secret, now

@@ -72,6 +72,19 @@ def _wanted(hook: Webhook, event: str, project: str | None) -> bool:
     return event in hook.events and (hook.projects is None or project in hook.projects)
 
 
+async def start_cursor(session: AsyncSession, head: int | None = None) -> None:
+    """Create the outbox cursor at the chain's head unless it exists. Called when a webhook is
+    created, in its transaction: every record after that is an event for it, even when no
+    background round ran in between (the first round would otherwise place the cursor after
+    records made since, and their events would never be sent)."""
+    if head is None:
+        head = (await session.execute(
+            select(ChainHead.seq).where(ChainHead.id == 1))).scalar_one_or_none() or 0
+    insert = pg_insert if session.bind.dialect.name == "postgresql" else sqlite_insert
+    await session.execute(insert(WebhookCursor).values(id=1, seq=head)
+                          .on_conflict_do_nothing(index_elements=["id"]))
+
+
 class Webhooks:
     def __init__(self, sessions: async_sessionmaker[AsyncSession], *, timeout: float = 10.0,
                  max_attempts: int = 30) -> None:
@@ -122,10 +135,7 @@ class Webhooks:
     @staticmethod
     async def _cursor(session: AsyncSession, head: int) -> int:
         """The cursor, locked; created at the chain's head (events start now)."""
-        dialect = session.bind.dialect.name
-        insert = pg_insert if dialect == "postgresql" else sqlite_insert
-        await session.execute(insert(WebhookCursor).values(id=1, seq=head)
-                              .on_conflict_do_nothing(index_elements=["id"]))
+        await start_cursor(session, head)
         return (await session.execute(
             select(WebhookCursor.seq).where(WebhookCursor.id == 1).with_for_update()
         )).scalar_one()

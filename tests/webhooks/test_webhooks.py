@@ -129,6 +129,25 @@ async def test_events_before_a_webhook_existed_are_not_sent(client, receiver):
     assert [e["data"]["decision_id"] for e in receiver.events()] == [later["decision_id"]]
 
 
+async def test_events_after_the_first_webhook_are_sent_before_any_round_ran(client, receiver):
+    """A fresh install: no background round has placed the outbox cursor yet when the first
+    webhook is created and a denial follows. The webhook's creation places it; the first
+    round, however late, sends the denial (CI once lost it when the round came late)."""
+    from sqlalchemy import delete
+
+    from app.webhooks.tables import WebhookCursor
+    await client.app.state.background.close()  # no timer: rounds only by hand
+    async with client.app.state.sessions() as session, session.begin():
+        await session.execute(delete(WebhookCursor))
+    agent = await new_key(client, "agent", principal="bot")
+    plan = await setup(client, mode="client_flag")
+    await client.put("/v1/webhooks/first", json={
+        "url": receiver.url, "events": ["decision.denied"], "secret": SECRET})
+    denied = await authorize(client, agent, call(plan))
+    await rounds(client, lambda: len(receiver.received) >= 1)
+    assert [e["data"]["decision_id"] for e in receiver.events()] == [denied["decision_id"]]
+
+
 async def test_the_secret_is_write_only(client, receiver):
     await client.put("/v1/webhooks/ops", json={
         "url": receiver.url, "events": ["approval.pending"], "secret": SECRET})
