@@ -36,6 +36,7 @@ from app.kit.edge import HEAD_CHECKED, EdgeLimits, check_head
 from app.kit.middleware import BodyLimit
 from app.kit.notify import Notifier
 from app.kit.observe import observed
+from app.ledger.reader import for_database as ledger_reader
 from app.ledger.routes import router as ledger_router
 from app.ledger.service import Ledger
 from app.ops.routes import TOKEN_ERRORS
@@ -99,7 +100,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             max_pending_per_plan=settings.approval_max_pending_per_plan,
             notified=notifier.enabled)
         notifier.subscribe(APPROVALS_CHANNEL, approvals.wake)
-        ledger = Ledger(sessions, hold_seconds=settings.cost_hold_seconds)
+        ledger = Ledger(sessions, hold_seconds=settings.cost_hold_seconds,
+                        reader=ledger_reader(settings.database_url,
+                                             settings.db_timeout_seconds))
         authorizer = Authorizer(sessions=sessions, plans=plans, registry=registry,
                                 masked=settings.masked, approvals=approvals, ledger=ledger)
         await notifier.start()
@@ -145,6 +148,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if metrics is not None:
                 await metrics.close()
             await background.close()
+            await ledger.close()
             if state.log_reader is not None:
                 state.log_reader.close()
             await notifier.close()

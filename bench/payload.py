@@ -23,6 +23,10 @@ SAFETY_PROFILE = {
 
 ACTION = {"project": "bench", "read_only": False}
 PLAN = {"action_id": ACTION_ID, "plan_id": PLAN_ID, "safety_profile": SAFETY_PROFILE}
+# The same plan without cost limits: checks 7 and 8 then ask no ledger (SPEC §11), and the
+# decision stays in memory. The `_nolimits` scenarios measure it beside the default one.
+PLAN_NO_LIMITS = {**PLAN, "safety_profile": {
+    k: v for k, v in SAFETY_PROFILE.items() if k not in ("max_cost_per_plan", "max_total_cost")}}
 AGENT_KEY = {"name": "bench agent", "role": "agent", "projects": [ACTION["project"]]}
 
 AUTHORIZE = {

@@ -20,7 +20,16 @@ import httpx
 
 from bench import cpu, wrk
 from bench import server as srv
-from bench.payload import ACTION, ACTION_ID, AGENT_KEY, AUTHORIZE, BODY, PLAN, headers
+from bench.payload import (
+    ACTION,
+    ACTION_ID,
+    AGENT_KEY,
+    AUTHORIZE,
+    BODY,
+    PLAN,
+    PLAN_NO_LIMITS,
+    headers,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / ".venv" / "bin"
@@ -34,6 +43,9 @@ class Scenario:
     database: str | None  # None (bare app), "sqlite" or "postgres"
     log: bool = True
     env: tuple[tuple[str, str], ...] = ()  # TOOLGATE_* settings of this scenario only
+    # The plan's profile has cost limits (the default: every decision reads the plan's and
+    # the project's ledger totals, SPEC §11); False: none, the memory-only decision.
+    limits: bool = True
 
 
 SCENARIOS = (
@@ -52,6 +64,11 @@ SCENARIOS = (
              env=(("TOOLGATE_METRICS_ENABLED", "false"),)),
     Scenario("sqlite_nolog_nometrics", "toolgate SQLite, log disabled, metrics off",
              "sqlite", log=False, env=(("TOOLGATE_METRICS_ENABLED", "false"),)),
+    # The A/B of the ledger read: the same servers on a plan without cost limits.
+    Scenario("sqlite_log_nolimits", "toolgate SQLite, durable log, plan without cost limits",
+             "sqlite", limits=False),
+    Scenario("pg_log_nolimits", "toolgate Postgres, durable log, plan without cost limits",
+             "postgres", limits=False),
 )
 BY_NAME = {s.name: s for s in SCENARIOS}
 
@@ -112,7 +129,8 @@ def launch(scenario: Scenario, opts: Options) -> tuple[srv.Server, str | None]:
                         token=opts.token)
     server.start()
     try:
-        server.agent_token = prepare(server.url, opts.token)
+        server.agent_token = prepare(server.url, opts.token,
+                                     plan=PLAN if scenario.limits else PLAN_NO_LIMITS)
     except Exception:
         server.stop()
         raise
@@ -129,14 +147,14 @@ def _migrate(env: dict[str, str], log: Path) -> None:
         raise RuntimeError(f"`toolgate migrate` failed ({done.returncode}); see {log}")
 
 
-def prepare(url: str, token: str) -> str:
+def prepare(url: str, token: str, plan: dict[str, Any] = PLAN) -> str:
     """Create the action, the plan and an agent key scoped to the plan's project through the
     API, then check the benchmark body is answered 200 allow with that key: wrk only counts
     statuses, so a deny would go unnoticed. Returns the agent key, which the load uses, as
     an agent would (key cache, role and project checks on every request)."""
     with httpx.Client(base_url=url, headers=headers(token), timeout=10) as client:
         for method, path, body in (("PUT", f"/v1/actions/{ACTION_ID}", ACTION),
-                                   ("POST", "/v1/plans", PLAN),
+                                   ("POST", "/v1/plans", plan),
                                    ("POST", "/v1/keys", AGENT_KEY)):
             answer = client.request(method, path, json=body)
             if answer.status_code not in (200, 201):

@@ -59,17 +59,25 @@ class Authorizer:
                 and self.approvals is not None
                 and self.registry.project(lock.project).approval_mode == "server")
 
-    def from_memory(self, request: AuthorizeIn | AuthorizeWire, principal: Principal,
-                    caller: Caller) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        """The decision and its record when the plan's lock and the registry are in memory
-        (the scope check included, which raises as in `decide`); None when they must be read
-        first. Awaits nothing."""
+    def _in_memory(self, request: AuthorizeIn | AuthorizeWire,
+                   principal: Principal) -> tuple[bool, PlanLock | None]:
+        """(True, the plan's lock or None when stateless) when the lock and the registry
+        are in memory, the scope check passed (it raises as in `decide`); (False, None)
+        when they must be read first."""
         lock = None if request.plan_id is None else self.plans.get(request.plan_id)
         if (lock is None and request.plan_id is not None) or not self.registry.fresh(
                 self.sessions):
-            return None
+            return False, None
         check_scope(request, principal, lock)
-        if self.held(lock) or self.metered(lock, request):
+        return True, lock
+
+    def from_memory(self, request: AuthorizeIn | AuthorizeWire, principal: Principal,
+                    caller: Caller) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The decision and its record when the plan's lock and the registry are in memory
+        and the decision asks neither the approvals nor the ledger (the scope check
+        included, which raises as in `decide`); None otherwise. Awaits nothing."""
+        ready, lock = self._in_memory(request, principal)
+        if not ready or self.held(lock) or self.metered(lock, request):
             return None
         return decide_with(request, lock, registry=self.registry, masked=self.masked,
                            caller=caller)
@@ -77,15 +85,15 @@ class Authorizer:
     async def decide(self, request: AuthorizeIn | AuthorizeWire, principal: Principal,
                      caller: Caller) -> tuple[dict[str, Any], dict[str, Any]]:
         """Scope check, then the decision: (response body, log record)."""
-        decided = self.from_memory(request, principal, caller)
-        if decided is not None:
-            return decided
-        await check_authorize(request, principal, plans=self.plans, sessions=self.sessions)
+        ready, lock = self._in_memory(request, principal)
         started = perf_counter()
-        lock = None
-        if request.plan_id is not None:
-            lock = await self.plans.fetch(self.sessions, request.plan_id)
-        await self.registry.ensure_fresh(self.sessions)
+        if not ready:
+            await check_authorize(request, principal, plans=self.plans,
+                                  sessions=self.sessions)
+            started = perf_counter()
+            if request.plan_id is not None:
+                lock = await self.plans.fetch(self.sessions, request.plan_id)
+            await self.registry.ensure_fresh(self.sessions)
         if self.metered(lock, request):
             assert lock is not None
             return await self.decide_metered(request, lock, principal, caller=caller,

@@ -20,6 +20,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.decisions.records import iso
+from app.ledger.reader import PostgresKnown, SQLiteKnown
 from app.ledger.tables import Hold, Outcome, PlanLedger, ProjectLedger, StepLedger
 from app.store.base import utcnow
 from app.store.engine import WRITE_OPTION
@@ -78,14 +79,27 @@ class Ledger:
     """One per process (main.py puts it on app.state.ledger)."""
 
     def __init__(self, sessions: async_sessionmaker[AsyncSession], *,
-                 hold_seconds: int = 3600) -> None:
+                 hold_seconds: int = 3600, reader: SQLiteKnown | PostgresKnown | None = None
+                 ) -> None:
         self.sessions = sessions
         self.hold_for = timedelta(seconds=hold_seconds)
+        self.reader = reader  # app/ledger/reader.py; None: read through the session
+
+    async def close(self) -> None:
+        if self.reader is not None:
+            await self.reader.close()
 
     # --- checks 7 and 8 ----------------------------------------------------------------
 
     async def known(self, *, plan_id: str, project: str | None,
                     step_id: str | None) -> Known:
+        """The plan's and project's spent + held, and the step's failed attempts: what
+        every replica committed before this read began."""
+        if self.reader is not None:
+            plan, total, failures = await self.reader.read(plan_id, project or NO_PROJECT,
+                                                           step_id)
+            return Known(plan=plan or 0.0, project=total or 0.0,
+                         step_failures=None if step_id is None else failures or 0)
         async with self.sessions() as session:
             plan = (await session.execute(
                 select(PlanLedger.spent + PlanLedger.held)
