@@ -74,13 +74,23 @@ class Authorizer:
     def from_memory(self, request: AuthorizeIn | AuthorizeWire, principal: Principal,
                     caller: Caller) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """The decision and its record when the plan's lock and the registry are in memory
-        and the decision asks neither the approvals nor the ledger (the scope check
-        included, which raises as in `decide`); None otherwise. Awaits nothing."""
+        and the decision asks no approval, takes no hold and reads the ledger without
+        awaiting if at all (SQLite; the scope check included, which raises as in `decide`);
+        None otherwise. Awaits nothing."""
         ready, lock = self._in_memory(request, principal)
-        if not ready or self.held(lock) or self.metered(lock, request):
+        if not ready or self.held(lock):
             return None
+        known = None
+        if self.metered(lock, request):
+            assert lock is not None and self.ledger is not None
+            if request.context.estimated_cost:  # an allow takes a hold: a write
+                return None
+            known = self.ledger.known_now(plan_id=lock.plan_id, project=lock.project,
+                                          step_id=request.context.step_id)
+            if known is None:
+                return None
         return decide_with(request, lock, registry=self.registry, masked=self.masked,
-                           caller=caller)
+                           caller=caller, known=known)
 
     async def decide(self, request: AuthorizeIn | AuthorizeWire, principal: Principal,
                      caller: Caller) -> tuple[dict[str, Any], dict[str, Any]]:

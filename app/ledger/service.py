@@ -91,6 +91,15 @@ class Ledger:
 
     # --- checks 7 and 8 ----------------------------------------------------------------
 
+    def known_now(self, *, plan_id: str, project: str | None,
+                  step_id: str | None) -> Known | None:
+        """`known` without awaiting, where the reader can (SQLite); None elsewhere."""
+        if not isinstance(self.reader, SQLiteKnown):
+            return None
+        plan, total, failures = self.reader.read_now(plan_id, project or NO_PROJECT, step_id)
+        return Known(plan=plan or 0.0, project=total or 0.0,
+                     step_failures=None if step_id is None else failures or 0)
+
     async def known(self, *, plan_id: str, project: str | None,
                     step_id: str | None) -> Known:
         """The plan's and project's spent + held, and the step's failed attempts: what

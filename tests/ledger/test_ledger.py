@@ -120,8 +120,20 @@ async def test_plans_without_limits_decide_from_memory(client):
                                   NOBODY) is not None
     assert authorizer.from_memory(AuthorizeIn.model_validate(call(plan, estimated_cost=2)),
                                   ADMIN, NOBODY) is not None
-    assert authorizer.from_memory(AuthorizeIn.model_validate(call(plan, step_id="s")),
-                                  ADMIN, NOBODY) is None
+    # A step to count reads the ledger: without awaiting on SQLite, awaited on Postgres.
+    stepped = authorizer.from_memory(AuthorizeIn.model_validate(call(plan, step_id="s")),
+                                     ADMIN, NOBODY)
+    sqlite = client.app.state.settings.is_sqlite
+    assert (stepped is not None) is sqlite
+    if sqlite:
+        assert stepped[1]["detail"]["effective"]["step_retry_count"] == 0
+    limited = await plan_with(client, project="limited", max_cost_per_plan=5)
+    assert (await authorize(client, call(limited)))["allowed"] is True
+    assert (authorizer.from_memory(AuthorizeIn.model_validate(call(limited)), ADMIN,
+                                   NOBODY) is not None) is sqlite
+    # An estimate is held when allowed: a write, never from memory.
+    assert authorizer.from_memory(AuthorizeIn.model_validate(
+        call(limited, estimated_cost=1)), ADMIN, NOBODY) is None
 
 
 async def test_a_lapsed_hold_is_charged_and_a_late_report_replaces_the_charge(client):

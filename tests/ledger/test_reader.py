@@ -47,7 +47,10 @@ async def test_what_another_process_committed_counts_on_the_next_call(client, se
     assert denied["deny"]["code"] == "plan_cost_limit_exceeded"
 
 
-async def test_a_failed_read_is_a_503_never_an_allow(client, settings, tmp_path):
+async def test_a_failed_read_is_a_503_never_an_allow(both_paths, settings, tmp_path):
+    """On every way the hot route is served: on SQLite the read runs inside the protocol's
+    own route, which must hand the failure to the app to render."""
+    client = both_paths
     plan = await plan_with(client, max_cost_per_plan=5)
     ledger: Ledger = client.app.state.ledger
     working = ledger.reader
