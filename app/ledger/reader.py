@@ -12,8 +12,9 @@ step's totals together:
   metered call without an estimate is decided on the hot route like any other. Each read
   runs to its end, so it never keeps a snapshot open: it sees every transaction committed
   before it began.
-- Postgres: a few asyncpg connections of its own, each with the statement prepared (one
-  round trip, ~95 µs of CPU), bounded by the same timeouts as every other statement.
+- Postgres: one asyncpg connection of its own, the statement prepared, the reads of
+  concurrent calls batched into one statement (below), bounded by the same timeouts as
+  every other statement.
 
 No cache: every read sees what every replica committed before it (an outcome reported to
 one replica counts on the next call to any other). A failed read raises OperationalError,
@@ -81,17 +82,32 @@ class SQLiteKnown:
         self._close()
 
 
+# The same totals for many keys in one statement (PostgresKnown batches concurrent reads).
+BATCH_SQL = ("SELECT (SELECT spent + held FROM ledger_plans WHERE plan_id = k.p), "
+             "(SELECT spent + held FROM ledger_projects WHERE project = k.j), "
+             "(SELECT failures FROM ledger_steps WHERE plan_id = k.p AND step_id = k.s) "
+             "FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS k(p, j, s, n) "
+             "ORDER BY k.n")
+
+
 class PostgresKnown:
-    """Up to `size` connections, opened when first needed; a connection whose read failed
-    in any way is closed and replaced by a new one on a later read."""
+    """One connection of its own, opened when first needed, and reads batched: the calls
+    that arrive while a statement is out wait for the next one, which reads all their keys
+    at once (one round trip, one statement's CPU on the server however many calls share
+    it). A call only ever joins a statement not yet sent, so what it reads was committed
+    no later than when that statement starts, after the call arrived: batching never
+    makes a read older. A failed statement fails each of its calls (503), and its
+    connection is closed and opened again for the next."""
 
-    def __init__(self, dsn: str, *, timeout: float, size: int = 4) -> None:
-        self._dsn, self._timeout, self._size = dsn, timeout, size
-        self._idle: list[tuple[Any, Any]] = []  # (connection, prepared statement)
-        self._slots: asyncio.Semaphore | None = None
-        self._closed = False
+    def __init__(self, dsn: str, *, timeout: float) -> None:
+        self._dsn, self._timeout = dsn, timeout
+        self._conn: Any = None
+        self._statement: Any = None
+        self._waiting: dict[tuple[str, str, str | None], list[asyncio.Future[Totals]]] = {}
+        self._runner: asyncio.Task[None] | None = None
+        self.statements = 0  # sent, for tests and curiosity
 
-    async def _open(self) -> tuple[Any, Any]:
+    async def _open(self) -> None:
         import asyncpg
 
         milliseconds = str(max(1, round(self._timeout * 1000)))
@@ -99,44 +115,58 @@ class PostgresKnown:
                                      command_timeout=self._timeout + 1.0,
                                      server_settings={"statement_timeout": milliseconds})
         try:
-            return conn, await conn.prepare(KNOWN_SQL)
+            self._statement = await conn.prepare(BATCH_SQL)
         except BaseException:
             conn.terminate()
             raise
+        self._conn = conn
 
     async def read(self, plan_id: str, project: str, step_id: str | None) -> Totals:
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self._size)
-        params = (plan_id, project, step_id)
-        try:
-            async with asyncio.timeout(self._timeout):
-                await self._slots.acquire()
-        except TimeoutError as exc:
-            raise OperationalError(KNOWN_SQL, params, exc) from exc
-        held: tuple[Any, Any] | None = None
-        try:
-            held = self._idle.pop() if self._idle else await self._open()
-            row = await held[1].fetchrow(*params, timeout=self._timeout + 1.0)
-        except BaseException as exc:
-            if held is not None:
-                held[0].terminate()
-                held = None
-            if isinstance(exc, Exception):
-                raise OperationalError(KNOWN_SQL, params, exc) from exc
-            raise
-        finally:
-            if held is not None:
-                if self._closed:
-                    held[0].terminate()
-                else:
-                    self._idle.append(held)
-            self._slots.release()
-        return row[0], row[1], row[2]
+        future: asyncio.Future[Totals] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault((plan_id, project, step_id), []).append(future)
+        if self._runner is None or self._runner.done():
+            self._runner = asyncio.create_task(self._drain(), name="toolgate-ledger-reads")
+        return await future
+
+    async def _drain(self) -> None:
+        while self._waiting:
+            batch, self._waiting = self._waiting, {}
+            keys = list(batch)
+            try:
+                if self._conn is None:
+                    await self._open()
+                self.statements += 1
+                rows = await self._statement.fetch(
+                    [k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys],
+                    timeout=self._timeout + 1.0)
+            except BaseException as exc:
+                self._drop()
+                failed = OperationalError(BATCH_SQL, None, exc)
+                for futures in batch.values():
+                    for future in futures:
+                        if not future.done():
+                            future.set_exception(failed)
+                if not isinstance(exc, Exception):
+                    raise
+                continue
+            for key, row in zip(keys, rows, strict=True):
+                for future in batch[key]:
+                    if not future.done():  # a caller that went away
+                        future.set_result((row[0], row[1], row[2]))
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            self._conn.terminate()
+        self._conn = self._statement = None
 
     async def close(self) -> None:
-        self._closed = True
-        idle, self._idle = self._idle, []
-        for conn, _ in idle:
+        if self._runner is not None and not self._runner.done():
+            self._runner.cancel()
+            with contextlib.suppress(BaseException):
+                await self._runner
+        if self._conn is not None:
+            conn = self._conn
+            self._conn = self._statement = None
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(conn.close(), self._timeout)
             if not conn.is_closed():

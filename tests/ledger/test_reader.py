@@ -67,3 +67,31 @@ async def test_a_failed_read_is_a_503_never_an_allow(both_paths, settings, tmp_p
         await ledger.reader.close()
         ledger.reader = working
     assert (await authorize(client, call(plan)))["allowed"] is True
+
+
+async def test_concurrent_reads_each_get_their_own_totals(client):
+    """Many calls at once over several plans (Postgres batches them into few statements):
+    every call gets its own plan's, project's and step's totals."""
+    import asyncio
+
+    ledger: Ledger = client.app.state.ledger
+    plans = []
+    for i in range(5):
+        plan = await plan_with(client, project=f"team{i}", max_cost_per_plan=100,
+                               max_retries_per_step=9)
+        for _ in range(i):
+            d = await authorize(client, call(plan, step_id="s"))
+            r = await report(client, d["decision_id"], {"status": "execution_failed",
+                                                        "cost": 1})
+            assert r.status_code == 201, r.text
+        plans.append(plan)
+    statements = getattr(ledger.reader, "statements", None)
+    reads = [(i, plan, step) for _ in range(10) for i, plan in enumerate(plans)
+             for step in ("s", None)]
+    found = await asyncio.gather(*(ledger.known(plan_id=plan, project=f"team{i}",
+                                                step_id=step) for i, plan, step in reads))
+    for (i, _, step), known in zip(reads, found, strict=True):
+        assert (known.plan, known.project) == (float(i), float(i))
+        assert known.step_failures == (i if step else None)
+    if statements is not None:  # Postgres: batched
+        assert ledger.reader.statements - statements < len(reads) / 2
