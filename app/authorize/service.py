@@ -18,7 +18,7 @@ from app.decisions.records import mask
 from app.kit.caller import Caller, new_decision_id
 from app.kit.canonical import canonical_sha256
 from app.kit.errors import Unavailable
-from app.ledger.service import Known, Ledger, needs_ledger
+from app.ledger.service import Known, Ledger, Reservation, needs_ledger
 from app.plans.service import PlanCache, PlanLock
 from app.policy.checks import evaluate, unregistered
 from app.policy.model import LAYERS, Context, Tool, Verdict
@@ -110,9 +110,11 @@ class Authorizer:
                                              started=started)
         if self.held(lock):
             assert lock is not None and self.approvals is not None
-            return await decide_held(request, lock, principal, approvals=self.approvals,
-                                     registry=self.registry, masked=self.masked,
-                                     caller=caller, started=started)
+            decided = await decide_held(request, lock, principal, approvals=self.approvals,
+                                        registry=self.registry, masked=self.masked,
+                                        caller=caller, started=started)
+            assert decided is not None  # None only when a reservation's hold is refused
+            return decided
         return decide_with(request, lock, registry=self.registry, masked=self.masked,
                            caller=caller, started=started)
 
@@ -121,32 +123,35 @@ class Authorizer:
                              ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Checks 7 and 8 on the larger of what the agent submits and what the ledger
         knows (SPEC §11). An allowed call with an estimated_cost then takes its hold, a
-        conditional update made before the decision is recorded; if spend and holds
-        reached a limit meanwhile (another call, on any replica), it is decided again on
-        the new totals, which now deny it."""
+        conditional update made before the decision is recorded (and, for a call allowed
+        by an approval, before the approval's use is taken); if spend and holds reached a
+        limit meanwhile (another call, on any replica), it is decided again on the new
+        totals, which now deny it."""
         assert self.ledger is not None
         ctx = request.context
         profile = lock.safety
+        reservation = None
+        if ctx.estimated_cost:
+            reservation = Reservation(self.ledger, lock.plan_id, lock.project,
+                                      ctx.estimated_cost, profile.max_cost_per_plan,
+                                      profile.max_total_cost)
         for _ in range(5):
             known = await self.ledger.known(plan_id=lock.plan_id, project=lock.project,
                                             step_id=ctx.step_id)
             if self.held(lock):
                 assert self.approvals is not None
-                response, record = await decide_held(
+                decided = await decide_held(
                     request, lock, principal, approvals=self.approvals,
                     registry=self.registry, masked=self.masked, caller=caller,
-                    started=started, known=known)
-            else:
-                response, record = decide_with(request, lock, registry=self.registry,
-                                               masked=self.masked, caller=caller,
-                                               started=started, known=known)
-            amount = ctx.estimated_cost
-            if not response["allowed"] or not amount:
-                return response, record
-            if await self.ledger.hold(decision_id=response["decision_id"],
-                                      plan_id=lock.plan_id, project=lock.project,
-                                      amount=amount, plan_limit=profile.max_cost_per_plan,
-                                      total_limit=profile.max_total_cost):
+                    started=started, known=known, reservation=reservation)
+                if decided is not None:
+                    return decided
+                continue  # the hold was refused: decide again on the new totals
+            response, record = decide_with(request, lock, registry=self.registry,
+                                           masked=self.masked, caller=caller,
+                                           started=started, known=known)
+            if (reservation is None or not response["allowed"]
+                    or await reservation.take(response["decision_id"])):
                 return response, record
         raise Unavailable("the plan's ledger changed under every attempt to hold this "
                           "call's estimated cost; ask again", code="ledger_busy")
@@ -155,17 +160,24 @@ class Authorizer:
 async def decide_held(request: AuthorizeIn | AuthorizeWire, lock: PlanLock,
                       principal: Principal, *, approvals: ApprovalService,
                       registry: RegistryCache, masked: frozenset[str], caller: Caller,
-                      started: float, known: Known | None = None
-                      ) -> tuple[dict[str, Any], dict[str, Any]]:
+                      started: float, known: Known | None = None,
+                      reservation: Reservation | None = None
+                      ) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """A decision whose check 6 asks the service's approvals (SPEC §10). Decided first
     as if no approval existed: only when check 6 is the check that fails does it look for a
     grant bound to this exact request. A grant makes check 6 pass; its use is taken (a
     conditional update) only when the whole decision is then an allow, before the decision
     is recorded (if recording fails: 503 and the use is forfeited). Otherwise the deny
-    names the binding's pending approval, created once, or its rejection."""
+    names the binding's pending approval, created once, or its rejection.
+    `reservation`: an allow first holds its estimate (before any use is taken); None is
+    returned when that hold is refused, for the caller to decide again."""
     response, record = decide_with(request, lock, registry=registry, masked=masked,
                                    caller=caller, started=started, known=known)
-    if response["allowed"] or record["code"] != "human_approval_required":
+    if response["allowed"]:
+        if reservation is not None and not await reservation.take(response["decision_id"]):
+            return None
+        return response, record
+    if record["code"] != "human_approval_required":
         return response, record
     tool = request.core_tool(registry.get(request.tool.name))
     context = request.core_context(plan_id=lock.plan_id, stored_read_only=lock.read_only)
@@ -180,11 +192,16 @@ async def decide_held(request: AuthorizeIn | AuthorizeWire, lock: PlanLock,
                                               approval="granted", known=known)
         if not granted["allowed"]:
             return granted, granted_record  # a later check fails: no use is taken
-        used = await approvals.use(grants, decision_id=granted["decision_id"], caller=caller)
+        decision_id = granted["decision_id"]
+        if reservation is not None and not await reservation.take(decision_id):
+            return None  # the budget went meanwhile: no use is taken either
+        used = await approvals.use(grants, decision_id=decision_id, caller=caller)
         if used is not None:
             granted_record["detail"]["approval"] = {"approval_id": used.approval_id,
                                                     "uses_left": used.uses_left}
             return granted, granted_record
+        if reservation is not None:
+            await reservation.release(decision_id)  # the grant went to another call
     shown = {**bound, "args": mask(bound["args"], masked),
              "variables": mask(bound["variables"], masked)}
     details = await approvals.pending_for(

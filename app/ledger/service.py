@@ -41,6 +41,29 @@ class Known:
     step_failures: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """An estimate to hold when a decision turns out allowed: taken just before the allow
+    is final (for a call allowed by an approval, before its use is taken, so a refused hold
+    never spends a use), released if the allow falls through after all."""
+
+    ledger: Ledger
+    plan_id: str
+    project: str | None
+    amount: float
+    plan_limit: float | None
+    total_limit: float | None
+
+    async def take(self, decision_id: str) -> bool:
+        return await self.ledger.hold(decision_id=decision_id, plan_id=self.plan_id,
+                                      project=self.project, amount=self.amount,
+                                      plan_limit=self.plan_limit,
+                                      total_limit=self.total_limit)
+
+    async def release(self, decision_id: str) -> None:
+        await self.ledger.release(decision_id)
+
+
 class _Refused(Exception):
     """A hold's conditional update matched no row: roll the transaction back."""
 
@@ -153,6 +176,18 @@ class Ledger:
         except _Refused:
             return False
         return True
+
+    async def release(self, decision_id: str) -> None:
+        """Give back a hold taken for a decision that was then not allowed after all (its
+        approval's use went to a concurrent call): as if it had never been held."""
+        async with self.sessions() as session, session.begin():
+            await session.connection(execution_options={WRITE_OPTION: True})
+            hold = await session.get(Hold, decision_id, with_for_update=True,
+                                     populate_existing=True)
+            if hold is None or hold.state != "held":
+                return
+            await session.delete(hold)
+            await _add(session, hold.plan_id, hold.project, held=-hold.amount)
 
     # --- outcomes ----------------------------------------------------------------------
 

@@ -179,3 +179,48 @@ async def test_with_server_approvals_a_spent_budget_denies_and_takes_no_grant(cl
     assert second["deny"]["code"] == "plan_cost_limit_exceeded"
     left = (await client.get(f"/v1/approvals/{approval}", headers=approver)).json()
     assert left["uses_left"] == 1  # the deny took no use
+
+
+async def test_a_refused_hold_takes_no_use_of_the_grant(client):
+    """The race between reading the totals and holding the estimate, on a plan that needs
+    an approval: another call's hold lands in between (made here by reading stale totals
+    once). The hold is refused, the call is decided again and denied on the new totals,
+    and the grant keeps its use: the hold is taken before the use, never after."""
+    from app.ledger.service import Known
+
+    plan = await plan_with(client, project="gated", max_cost_per_plan=1,
+                           require_human_approval=True)
+    r = await client.put("/v1/projects/gated/settings", json={"approval_mode": "server"})
+    assert r.status_code == 200, r.text
+    agent = await new_key(client, "agent")
+    approver = await new_key(client, "approver")
+    body = call(plan, estimated_cost=1)
+    asked = await authorize(client, body, agent)
+    approval = asked["deny"]["details"]["approval"]["approval_id"]
+    r = await client.post(f"/v1/approvals/{approval}/grant", json={"uses": 1},
+                          headers=approver)
+    assert r.status_code == 200, r.text
+    ledger = client.app.state.ledger
+    assert await ledger.hold(decision_id="another-call", plan_id=plan, project="gated",
+                             amount=1, plan_limit=1, total_limit=None)
+    real, stale = ledger.known, [Known()]
+
+    async def known_once_stale(**kwargs):
+        return stale.pop() if stale else await real(**kwargs)
+
+    ledger.known = known_once_stale
+    try:
+        denied = await authorize(client, body, agent)
+    finally:
+        ledger.known = real
+    assert denied["deny"]["code"] == "plan_cost_limit_exceeded"
+    left = (await client.get(f"/v1/approvals/{approval}", headers=approver)).json()
+    assert left["uses_left"] == 1 and left["state"] == "granted"
+    assert (await client.get(f"/v1/plans/{plan}")).json()["ledger"]["held"] == 1.0
+    # The budget back: the same call is allowed, on the grant's one use.
+    await ledger.release("another-call")
+    allowed = await authorize(client, body, agent)
+    assert allowed["allowed"] is True
+    left = (await client.get(f"/v1/approvals/{approval}", headers=approver)).json()
+    assert left["uses_left"] == 0
+    assert (await client.get(f"/v1/plans/{plan}")).json()["ledger"]["held"] == 1.0
