@@ -27,7 +27,7 @@ from bench.payload import (
     AUTHORIZE,
     BODY,
     PLAN,
-    PLAN_NO_LIMITS,
+    PLAN_LIMITS,
     headers,
 )
 
@@ -43,9 +43,9 @@ class Scenario:
     database: str | None  # None (bare app), "sqlite" or "postgres"
     log: bool = True
     env: tuple[tuple[str, str], ...] = ()  # TOOLGATE_* settings of this scenario only
-    # The plan's profile has cost limits (the default: every decision reads the plan's and
-    # the project's ledger totals, SPEC §11); False: none, the memory-only decision.
-    limits: bool = True
+    # The plan's profile has cost limits: every decision reads the plan's and the project's
+    # ledger totals (SPEC §11). False (the default): none, the memory-only decision.
+    limits: bool = False
 
 
 SCENARIOS = (
@@ -64,11 +64,11 @@ SCENARIOS = (
              env=(("TOOLGATE_METRICS_ENABLED", "false"),)),
     Scenario("sqlite_nolog_nometrics", "toolgate SQLite, log disabled, metrics off",
              "sqlite", log=False, env=(("TOOLGATE_METRICS_ENABLED", "false"),)),
-    # The A/B of the ledger read: the same servers on a plan without cost limits.
-    Scenario("sqlite_log_nolimits", "toolgate SQLite, durable log, plan without cost limits",
-             "sqlite", limits=False),
-    Scenario("pg_log_nolimits", "toolgate Postgres, durable log, plan without cost limits",
-             "postgres", limits=False),
+    # The A/B of the ledger read: the same servers on a plan with cost limits.
+    Scenario("sqlite_log_limits", "toolgate SQLite, durable log, cost-limited plan",
+             "sqlite", limits=True),
+    Scenario("pg_log_limits", "toolgate Postgres, durable log, cost-limited plan",
+             "postgres", limits=True),
 )
 BY_NAME = {s.name: s for s in SCENARIOS}
 
@@ -130,7 +130,7 @@ def launch(scenario: Scenario, opts: Options) -> tuple[srv.Server, str | None]:
     server.start()
     try:
         server.agent_token = prepare(server.url, opts.token,
-                                     plan=PLAN if scenario.limits else PLAN_NO_LIMITS)
+                                     plan=PLAN_LIMITS if scenario.limits else PLAN)
     except Exception:
         server.stop()
         raise
