@@ -22,7 +22,7 @@ from app.kit.deps import Session, Sessions
 from app.kit.errors import InvalidInput, NotFound
 from app.kit.openapi import errors
 from app.kit.schemas import NAME_PATTERN, DateTime
-from app.ledger.service import outcome_of
+from app.ledger.service import outcome_of, outcome_out
 
 router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["decision log"])
 
@@ -91,7 +91,7 @@ async def list_decisions(
     filters = _filters(since, until, project=project, plan_id=plan_id, action_id=action_id,
                        tool=tool, allowed=allowed, code=code, error=error, kind=kind,
                        projects=principal.project_list(), shadow_changed=shadow_changed)
-    # SQLite: app/decisions/reader.py (it knows no shadow filter: those read the session).
+    # app/decisions/reader.py (it knows no shadow filter: those read the session).
     reader = request.app.state.log_reader if shadow_changed is None else None
     before = _seq(cursor) if cursor else None
     rows = (await reader.page(filters, before_seq=before, limit=limit + 1) if reader else
@@ -127,15 +127,23 @@ async def decision_stats(
             summary="One decision or configuration change")
 async def get_decision(decision_id: str, request: Request, sessions: Sessions,
                        principal: PrincipalDep) -> Response:
-    reader = request.app.state.log_reader  # SQLite: app/decisions/reader.py
-    async with sessions() as session:  # opened lazily: the reader's row needs none
-        row = (await reader.get(decision_id[:64]) if reader is not None
-               else await queries.get(session, decision_id[:64]))
+    reader = request.app.state.log_reader  # app/decisions/reader.py
+    wanted = decision_id[:64]
+    if reader is not None:
+        row = await reader.get(wanted)
         if row is None or not principal.sees(row.project):
-            raise NotFound(f"decision '{decision_id[:64]}' does not exist",
-                           decision_id=decision_id[:64])
+            raise NotFound(f"decision '{wanted}' does not exist", decision_id=wanted)
         record = queries.shown(row)
         if row.kind == "authorize":  # what the agent reported (SPEC §11), null until then
+            reported = await reader.outcome(row.decision_id)
+            record["outcome"] = outcome_out(reported) if reported is not None else None
+        return Response(orjson.dumps(record), media_type="application/json")
+    async with sessions() as session:
+        row = await queries.get(session, wanted)
+        if row is None or not principal.sees(row.project):
+            raise NotFound(f"decision '{wanted}' does not exist", decision_id=wanted)
+        record = queries.shown(row)
+        if row.kind == "authorize":
             record["outcome"] = await outcome_of(session, row.decision_id)
     return Response(orjson.dumps(record), media_type="application/json")
 

@@ -24,15 +24,15 @@ metadata = MetaData(
 _INT64 = 2**63 - 1
 
 
-def _floats_for_huge_ints(value: Any) -> Any:
+def floats_for_huge_ints(value: Any) -> Any:
     """JSONB stores 1e20 as the integer 100000000000000000000; read it back as the float it
     was (orjson, which writes the log's canonical JSON, refuses integers past 64 bits)."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > _INT64:
         return float(value)
     if isinstance(value, dict):
-        return {k: _floats_for_huge_ints(v) for k, v in value.items()}
+        return {k: floats_for_huge_ints(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_floats_for_huge_ints(v) for v in value]
+        return [floats_for_huge_ints(v) for v in value]
     return value
 
 
@@ -46,7 +46,7 @@ class JsonValue(TypeDecorator[Any]):
         return dialect.type_descriptor(JSONB() if dialect.name == "postgresql" else JSON())
 
     def process_result_value(self, value: Any, dialect: Any) -> Any:
-        return _floats_for_huge_ints(value) if dialect.name == "postgresql" else value
+        return floats_for_huge_ints(value) if dialect.name == "postgresql" else value
 
 
 Json = JsonValue()

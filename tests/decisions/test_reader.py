@@ -1,5 +1,6 @@
-"""The SQLite log reader (app/decisions/reader.py) answers GET /v1/decisions and
-/v1/decisions/{id} exactly as the session's queries do, for every filter."""
+"""The log readers (app/decisions/reader.py, SQLite and Postgres) answer GET /v1/decisions
+and /v1/decisions/{id} exactly as the session's queries do, for every filter, outcomes
+included; a failed read is a 503."""
 
 from __future__ import annotations
 
@@ -16,12 +17,11 @@ NOW = datetime.now(UTC)
 
 
 async def test_pages_and_records_are_the_sessions(client):
-    if not client.app.state.settings.is_sqlite:
-        pytest.skip("the reader is SQLite's; Postgres reads through the session")
     sessions = client.app.state.sessions
     await _fill(sessions, 300)
     log = client.app.state.log_reader
-    assert isinstance(log, reader.SQLiteReader)
+    assert isinstance(log, reader.SQLiteReader if client.app.state.settings.is_sqlite
+                      else reader.PostgresReader)
     cases = [Filters(), Filters(project="ops"), Filters(plan_id="p-1", allowed=False),
              Filters(code="unsafe_tool"), Filters(error="ToolSafetyViolationError"),
              Filters(tool="tool-3", since=NOW - timedelta(hours=10), until=NOW),
@@ -54,3 +54,47 @@ async def test_http_reads_through_the_reader(client):
     one = (await client.get("/v1/decisions/d-4")).json()
     assert one["decision_id"] == "d-4" and one["project"] == "ops"
     assert (await client.get("/v1/decisions/nope")).status_code == 404
+
+
+async def test_one_decision_and_its_outcome_as_the_session_reads_them(client):
+    from app.ledger.service import outcome_of
+    from tests.ledger.helpers import authorize, call, plan_with, report
+
+    plan = await plan_with(client)
+    allowed = await authorize(client, call(plan, step_id="s1"))
+    unreported = await authorize(client, call(plan))
+    r = await report(client, allowed["decision_id"], {
+        "status": "succeeded", "cost": 0.25, "verified": False,
+        "artifacts": [{"path": "out/report.pdf", "sha256": "ab" * 32, "bytes": 2048},
+                      {"path": "out/log.txt"}]})
+    assert r.status_code == 201, r.text
+    log = client.app.state.log_reader
+    for decision_id in (allowed["decision_id"], unreported["decision_id"]):
+        shown = (await client.get(f"/v1/decisions/{decision_id}")).json()
+        async with client.app.state.sessions() as session:
+            want = await outcome_of(session, decision_id)
+        assert shown["outcome"] == want
+        assert orjson.dumps(shown["outcome"]) == orjson.dumps(want)
+    assert shown["outcome"] is None  # the unreported one
+    reported = (await client.get(f"/v1/decisions/{allowed['decision_id']}")).json()
+    assert reported["outcome"]["unverified"] is True
+    assert reported["outcome"]["artifacts"][0]["bytes"] == 2048
+    assert await log.outcome("no-such-decision") is None
+
+
+async def test_a_failed_read_is_a_503(client, tmp_path):
+    app_state = client.app.state
+    working = app_state.log_reader
+    app_state.log_reader = (
+        reader.SQLiteReader(str(tmp_path / "missing" / "toolgate.db"), 0.5)
+        if app_state.settings.is_sqlite
+        else reader.PostgresReader("postgresql://postgres@127.0.0.1:1/none", 0.5))
+    try:
+        for path in ("/v1/decisions", "/v1/decisions/d-1"):
+            r = await client.get(path)
+            assert r.status_code == 503, (path, r.text)
+            assert r.json()["error"]["code"] == "storage_unavailable"
+    finally:
+        app_state.log_reader.close()
+        app_state.log_reader = working
+    assert (await client.get("/v1/decisions")).status_code == 200
