@@ -7,7 +7,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import orjson
-import pytest
 
 from app.decisions import queries, reader
 from app.decisions.queries import Filters
