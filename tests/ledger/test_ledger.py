@@ -157,18 +157,25 @@ async def test_a_lapsed_hold_is_charged_and_a_late_report_replaces_the_charge(cl
     assert (ledger["spent"], ledger["held"]) == (0.5, 0.0)
 
 
-async def test_with_server_approvals_a_spent_budget_denies_and_takes_no_grant(client):
+async def granted_plan(client, body_of, *, uses: int) -> tuple[str, dict, dict, str]:
+    """A plan with max_cost_per_plan 1 that needs a person's approval (server mode), and a
+    grant of `uses` for the call `body_of(plan)`: (plan, agent, approver, approval id)."""
     plan = await plan_with(client, project="gated", max_cost_per_plan=1,
                            require_human_approval=True)
     r = await client.put("/v1/projects/gated/settings", json={"approval_mode": "server"})
     assert r.status_code == 200, r.text
     agent = await new_key(client, "agent")
     approver = await new_key(client, "approver")
-    asked = await authorize(client, call(plan), agent)
+    asked = await authorize(client, body_of(plan), agent)
     approval = asked["deny"]["details"]["approval"]["approval_id"]
-    r = await client.post(f"/v1/approvals/{approval}/grant", json={"uses": 2},
+    r = await client.post(f"/v1/approvals/{approval}/grant", json={"uses": uses},
                           headers=approver)
     assert r.status_code == 200, r.text
+    return plan, agent, approver, approval
+
+
+async def test_with_server_approvals_a_spent_budget_denies_and_takes_no_grant(client):
+    plan, agent, approver, approval = await granted_plan(client, call, uses=2)
     first = await authorize(client, call(plan), agent)
     assert first["allowed"] is True
     detail = (await client.get(f"/v1/decisions/{first['decision_id']}")).json()["detail"]
@@ -188,18 +195,9 @@ async def test_a_refused_hold_takes_no_use_of_the_grant(client):
     and the grant keeps its use: the hold is taken before the use, never after."""
     from app.ledger.service import Known
 
-    plan = await plan_with(client, project="gated", max_cost_per_plan=1,
-                           require_human_approval=True)
-    r = await client.put("/v1/projects/gated/settings", json={"approval_mode": "server"})
-    assert r.status_code == 200, r.text
-    agent = await new_key(client, "agent")
-    approver = await new_key(client, "approver")
+    plan, agent, approver, approval = await granted_plan(
+        client, lambda p: call(p, estimated_cost=1), uses=1)
     body = call(plan, estimated_cost=1)
-    asked = await authorize(client, body, agent)
-    approval = asked["deny"]["details"]["approval"]["approval_id"]
-    r = await client.post(f"/v1/approvals/{approval}/grant", json={"uses": 1},
-                          headers=approver)
-    assert r.status_code == 200, r.text
     ledger = client.app.state.ledger
     assert await ledger.hold(decision_id="another-call", plan_id=plan, project="gated",
                              amount=1, plan_limit=1, total_limit=None)
