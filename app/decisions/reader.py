@@ -55,8 +55,19 @@ def _row(values: tuple) -> SimpleNamespace:
 # What GET /v1/decisions/{id} shows of an outcome (app/ledger/service.py outcome_out).
 OUTCOME_COLUMNS = ("status", "cost", "verified", "error", "args_sha256", "artifacts",
                    "error_class", "unverified", "args_mismatch", "reported_at")
-OUTCOME_SELECT = ("SELECT " + ", ".join(OUTCOME_COLUMNS) + " FROM outcomes "
-                  "WHERE decision_id = $1")
+# One decision and its outcome (NULLs until one is reported: status is never NULL in a
+# stored one), in one statement: GET /v1/decisions/{id}.
+WITH_OUTCOME = ("SELECT " + ", ".join(f'd."{c}"' for c in COLUMNS) + ", "
+                + ", ".join(f"o.{c}" for c in OUTCOME_COLUMNS)
+                + " FROM decision_log d LEFT JOIN outcomes o ON o.decision_id = d.decision_id"
+                " WHERE d.decision_id = $1")
+_SPLIT = len(COLUMNS)
+
+
+def _sqlite_with_outcome(values: tuple) -> SimpleNamespace:
+    outcome = values[_SPLIT:]
+    return SimpleNamespace(row=_row(values[:_SPLIT]),
+                           outcome=None if outcome[0] is None else _sqlite_outcome(outcome))
 
 
 def _sqlite_outcome(values: tuple) -> SimpleNamespace:
@@ -154,12 +165,13 @@ class SQLiteReader:
         rows = await self._run(SELECT + " WHERE decision_id = ?", [decision_id])
         return rows[0] if rows else None
 
-    async def outcome(self, decision_id: str) -> SimpleNamespace | None:
-        """The decision's outcome row (SPEC §11) with the attributes ledger.outcome_out
-        reads, or None until one is reported."""
-        rows = await self._run(OUTCOME_SELECT.replace("$1", "?"), [decision_id],
-                               _sqlite_outcome)
-        return rows[0] if rows else None
+    async def get_with_outcome(self, decision_id: str
+                               ) -> tuple[SimpleNamespace | None, SimpleNamespace | None]:
+        """The record and its outcome row (SPEC §11: the attributes ledger.outcome_out
+        reads; None until one is reported), in one read."""
+        rows = await self._run(WITH_OUTCOME.replace("$1", "?"), [decision_id],
+                               _sqlite_with_outcome)
+        return (rows[0].row, rows[0].outcome) if rows else (None, None)
 
     async def page(self, filters: Filters, *, before_seq: int | None,
                    limit: int) -> list[SimpleNamespace]:
@@ -232,14 +244,19 @@ class PostgresReader:
                                [*params, limit])
         return [SimpleNamespace(**dict(r)) for r in rows]
 
-    async def outcome(self, decision_id: str) -> SimpleNamespace | None:
-        rows = await self._run(OUTCOME_SELECT, [decision_id])
+    async def get_with_outcome(self, decision_id: str
+                               ) -> tuple[SimpleNamespace | None, SimpleNamespace | None]:
+        rows = await self._run(WITH_OUTCOME, [decision_id])
         if not rows:
-            return None
-        row = dict(rows[0])
-        if row["artifacts"] is not None:  # JSONB text, decoded as the session decodes it
-            row["artifacts"] = floats_for_huge_ints(json.loads(row["artifacts"]))
-        return SimpleNamespace(**row)
+            return None, None
+        values = tuple(rows[0])
+        row = SimpleNamespace(**dict(zip(COLUMNS, values[:_SPLIT], strict=True)))
+        if values[_SPLIT] is None:
+            return row, None
+        outcome = dict(zip(OUTCOME_COLUMNS, values[_SPLIT:], strict=True))
+        if outcome["artifacts"] is not None:  # JSONB text, decoded as the session does
+            outcome["artifacts"] = floats_for_huge_ints(json.loads(outcome["artifacts"]))
+        return row, SimpleNamespace(**outcome)
 
     def close(self) -> None:
         """Synchronous, as SQLiteReader's (main.py's shutdown): the connections are ended

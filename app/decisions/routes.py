@@ -130,12 +130,11 @@ async def get_decision(decision_id: str, request: Request, sessions: Sessions,
     reader = request.app.state.log_reader  # app/decisions/reader.py
     wanted = decision_id[:64]
     if reader is not None:
-        row = await reader.get(wanted)
+        row, reported = await reader.get_with_outcome(wanted)
         if row is None or not principal.sees(row.project):
             raise NotFound(f"decision '{wanted}' does not exist", decision_id=wanted)
         record = queries.shown(row)
         if row.kind == "authorize":  # what the agent reported (SPEC §11), null until then
-            reported = await reader.outcome(row.decision_id)
             record["outcome"] = outcome_out(reported) if reported is not None else None
         return Response(orjson.dumps(record), media_type="application/json")
     async with sessions() as session:

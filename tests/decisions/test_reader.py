@@ -78,7 +78,9 @@ async def test_one_decision_and_its_outcome_as_the_session_reads_them(client):
     reported = (await client.get(f"/v1/decisions/{allowed['decision_id']}")).json()
     assert reported["outcome"]["unverified"] is True
     assert reported["outcome"]["artifacts"][0]["bytes"] == 2048
-    assert await log.outcome("no-such-decision") is None
+    assert await log.get_with_outcome("no-such-decision") == (None, None)
+    row, outcome = await log.get_with_outcome(allowed["decision_id"])
+    assert row.decision_id == allowed["decision_id"] and outcome.status == "succeeded"
 
 
 async def test_a_failed_read_is_a_503(client, tmp_path):
