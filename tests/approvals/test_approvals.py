@@ -383,3 +383,24 @@ async def test_list_pages_newest_first(client, people):
     args = [a["request"]["args"]["n"] for page in (first, second, third)
             for a in page["items"]]
     assert args == [4, 3, 2, 1, 0] and third["next_cursor"] is None
+
+
+async def test_decision_tests_count_no_grant_and_take_no_use(client):
+    """POST /v1/test (docs/registry.md) neither reads nor changes live state: in server
+    mode check 6 counts no grant, however many exist, and no use of a grant is taken."""
+    agent = await new_key(client, "agent", principal="bot")
+    approver = await new_key(client, "approver", principal="alice")
+    plan = await setup(client)
+    pending = (await authorize(client, agent, call(plan)))["deny"]["details"]["approval"]
+    r = await client.post(f"/v1/approvals/{pending['approval_id']}/grant", json={},
+                          headers=approver)
+    assert r.status_code == 200, r.text
+    case = {"request": call(plan, metadata={"human_approved": True}),
+            "expect": {"allowed": False, "code": "human_approval_required"}}
+    r = await client.post("/v1/test", json=[case])
+    assert r.status_code == 200, r.text
+    assert r.json()["ok"] is True, r.text
+    approval = (await client.get(f"/v1/approvals/{pending['approval_id']}",
+                                 headers=approver)).json()
+    assert approval["state"] == "granted" and approval["uses_left"] == 1
+    assert (await authorize(client, agent, call(plan)))["allowed"] is True

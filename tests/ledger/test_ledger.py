@@ -222,3 +222,20 @@ async def test_a_refused_hold_takes_no_use_of_the_grant(client):
     left = (await client.get(f"/v1/approvals/{approval}", headers=approver)).json()
     assert left["uses_left"] == 0
     assert (await client.get(f"/v1/plans/{plan}")).json()["ledger"]["held"] == 1.0
+
+
+async def test_decision_tests_run_on_the_cases_own_values(client):
+    """POST /v1/test (docs/registry.md) reads no ledger and holds nothing: a spent plan's
+    case is decided on the values it submits."""
+    plan = await plan_with(client, max_cost_per_plan=5)
+    paid = await authorize(client, call(plan))
+    await report(client, paid["decision_id"], {"status": "succeeded", "cost": 5})
+    assert (await authorize(client, call(plan)))["deny"]["code"] == \
+        "plan_cost_limit_exceeded"
+    cases = [{"request": call(plan, accumulated_cost=1, estimated_cost=2),
+              "expect": {"allowed": True}},
+             {"request": call(plan, accumulated_cost=5),
+              "expect": {"allowed": False, "code": "plan_cost_limit_exceeded"}}]
+    r = await client.post("/v1/test", json=cases)
+    assert r.status_code == 200 and r.json()["ok"] is True, r.text
+    assert (await client.get(f"/v1/plans/{plan}")).json()["ledger"]["held"] == 0.0
