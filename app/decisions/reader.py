@@ -26,13 +26,14 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 from app.config import asyncpg_dsn
 from app.decisions.queries import DECISION_KINDS, Filters
 from app.decisions.tables import LogRecord
 from app.store.base import floats_for_huge_ints
+from app.store.engine import CLIENT_GRACE_SECONDS
+from app.store.raw import asyncpg_reader, sqlite_file, sqlite_reader
 
 COLUMNS = [c.name for c in LogRecord.__table__.columns]
 SELECT = "SELECT " + ", ".join(f'"{c}"' for c in COLUMNS) + " FROM decision_log"
@@ -127,10 +128,8 @@ def for_database(database_url: str,
     dsn = asyncpg_dsn(database_url)
     if dsn is not None:
         return PostgresReader(dsn, busy_timeout)
-    url = make_url(database_url)
-    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
-        return None
-    return SQLiteReader(url.database, busy_timeout)
+    path = sqlite_file(database_url)
+    return SQLiteReader(path, busy_timeout) if path is not None else None
 
 
 class SQLiteReader:
@@ -141,10 +140,7 @@ class SQLiteReader:
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
-            conn = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True,
-                                   timeout=self._timeout, check_same_thread=False)
-            conn.execute(f"PRAGMA busy_timeout={max(1, round(self._timeout * 1000))}")
-            self._conn = conn
+            self._conn = sqlite_reader(self._path, self._timeout)
         return self._conn
 
     def _fetch(self, sql: str, params: list[Any],
@@ -198,14 +194,6 @@ class PostgresReader:
         self._slots: asyncio.Semaphore | None = None
         self._closed = False
 
-    async def _open(self) -> Any:
-        import asyncpg
-
-        milliseconds = str(max(1, round(self._timeout * 1000)))
-        return await asyncpg.connect(self._dsn, timeout=self._timeout,
-                                     command_timeout=self._timeout + 1.0,
-                                     server_settings={"statement_timeout": milliseconds})
-
     async def _run(self, sql: str, params: list[Any]) -> list[Any]:
         if self._slots is None:
             self._slots = asyncio.Semaphore(self._size)
@@ -216,8 +204,9 @@ class PostgresReader:
             raise OperationalError(sql, params, exc) from exc
         conn = None
         try:
-            conn = self._idle.pop() if self._idle else await self._open()
-            return await conn.fetch(sql, *params, timeout=self._timeout + 1.0)
+            conn = self._idle.pop() if self._idle else await asyncpg_reader(self._dsn,
+                                                                         self._timeout)
+            return await conn.fetch(sql, *params, timeout=self._timeout + CLIENT_GRACE_SECONDS)
         except BaseException as exc:
             if conn is not None:
                 conn.terminate()

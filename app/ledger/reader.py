@@ -28,10 +28,11 @@ import contextlib
 import sqlite3
 from typing import Any
 
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 from app.config import asyncpg_dsn
+from app.store.engine import CLIENT_GRACE_SECONDS
+from app.store.raw import asyncpg_reader, sqlite_file, sqlite_reader
 
 # The plan's spent + held, the project's, and the step's failed attempts (NULL: no row, or
 # no step named). Tables and columns: app/ledger/tables.py.
@@ -50,11 +51,7 @@ class SQLiteKnown:
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
-            conn = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True,
-                                   timeout=self._timeout, check_same_thread=False,
-                                   isolation_level=None)
-            conn.execute(f"PRAGMA busy_timeout={max(1, round(self._timeout * 1000))}")
-            self._conn = conn
+            self._conn = sqlite_reader(self._path, self._timeout)
         return self._conn
 
     async def read(self, plan_id: str, project: str, step_id: str | None) -> Totals:
@@ -108,12 +105,7 @@ class PostgresKnown:
         self.statements = 0  # sent, for tests and curiosity
 
     async def _open(self) -> None:
-        import asyncpg
-
-        milliseconds = str(max(1, round(self._timeout * 1000)))
-        conn = await asyncpg.connect(self._dsn, timeout=self._timeout,
-                                     command_timeout=self._timeout + 1.0,
-                                     server_settings={"statement_timeout": milliseconds})
+        conn = await asyncpg_reader(self._dsn, self._timeout)
         try:
             self._statement = await conn.prepare(BATCH_SQL)
         except BaseException:
@@ -138,7 +130,7 @@ class PostgresKnown:
                 self.statements += 1
                 rows = await self._statement.fetch(
                     [k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys],
-                    timeout=self._timeout + 1.0)
+                    timeout=self._timeout + CLIENT_GRACE_SECONDS)
             except BaseException as exc:
                 self._drop()
                 failed = OperationalError(BATCH_SQL, None, exc)
@@ -179,7 +171,5 @@ def for_database(database_url: str, timeout: float) -> SQLiteKnown | PostgresKno
     dsn = asyncpg_dsn(database_url)
     if dsn is not None:
         return PostgresKnown(dsn, timeout=timeout)
-    url = make_url(database_url)
-    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
-        return None
-    return SQLiteKnown(url.database, timeout)
+    path = sqlite_file(database_url)
+    return SQLiteKnown(path, timeout) if path is not None else None

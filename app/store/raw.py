@@ -1,0 +1,41 @@
+"""Connections of a feature's own, beside the engine's pool, for reads that SQLAlchemy's
+session makes too slow (app/ledger/reader.py, app/decisions/reader.py): the same database
+URL, the same bounds on every wait as the engine (app/store/engine.py)."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from sqlalchemy.engine import make_url
+
+from app.store.engine import CLIENT_GRACE_SECONDS
+
+
+def sqlite_file(database_url: str) -> str | None:
+    """The path of a SQLite file database; None for Postgres and in-memory SQLite (whose
+    only connection is the engine's)."""
+    url = make_url(database_url)
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    return url.database
+
+
+def sqlite_reader(path: str, timeout: float) -> sqlite3.Connection:
+    """A read-only connection (WAL: it never waits for the writer) that opens no
+    transaction of its own: each statement reads what was committed when it began."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout,
+                           check_same_thread=False, isolation_level=None)
+    conn.execute(f"PRAGMA busy_timeout={max(1, round(timeout * 1000))}")
+    return conn
+
+
+async def asyncpg_reader(dsn: str, timeout: float) -> Any:
+    """An asyncpg connection bounded as the engine's are: connecting, and each statement
+    (the server's statement_timeout, the client's deadline a grace period later)."""
+    import asyncpg
+
+    milliseconds = str(max(1, round(timeout * 1000)))
+    return await asyncpg.connect(dsn, timeout=timeout,
+                                 command_timeout=timeout + CLIENT_GRACE_SECONDS,
+                                 server_settings={"statement_timeout": milliseconds})
