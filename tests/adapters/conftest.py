@@ -42,7 +42,9 @@ def toolgate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             admin.request("PUT", "/v1/actions/adapters", {
                 "project": "adapters", "read_only": False,
                 "automation_profile": "adapters-strict"})
-            for name, spec in (("write_note", WRITE), ("run_shell", SHELL)):
+            # The Claude Agent SDK's tools by Claude Code's names (as examples/ maps them).
+            for name, spec in (("write_note", WRITE), ("run_shell", SHELL), ("Write", WRITE),
+                               ("Bash", SHELL)):
                 admin.request("PUT", f"/v1/tools/{name}", spec)
         yield url
     finally:
