@@ -102,3 +102,13 @@ def test_the_cli_is_the_one_the_wheel_ships() -> None:
 
     bundled = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
     assert bundled.exists() and os.access(bundled, os.X_OK)
+
+
+async def test_a_request_toolgate_refuses_is_a_deny_that_stops_the_turn(client: Client,
+                                                                        plan: str) -> None:
+    # An unregistered tool that does not say what it does: toolgate answers 422, no decision.
+    answer = await Toolgate(client, plan_id=plan).pre_tool_use(
+        {"hook_event_name": "PreToolUse", "tool_name": "Unknown", "tool_input": {},
+         "tool_use_id": "t1"}, "t1", None)  # type: ignore[arg-type]
+    assert answer["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert answer["continue_"] is False

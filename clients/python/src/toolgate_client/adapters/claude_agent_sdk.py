@@ -17,7 +17,9 @@ not already allow (not, by default, its read-only tools): use the hook where too
 see everything. PostToolUse reports ``succeeded``, PostToolUseFailure ``execution_failed``,
 for the decision made for that ``tool_use_id``.
 
-Fail closed: when toolgate cannot decide, the call is denied and the turn stops
+Fail closed: when toolgate cannot decide (unavailable, or it refused the request: an
+unregistered tool that says nothing of what it does, an unknown plan), the call is denied
+and the turn stops
 (``continue: false`` from the hook, ``interrupt=True`` from ``can_use_tool``); with
 ``on_deny="raise"`` a deny stops it too. Tool names are toolgate's (SPEC §15): ``Bash``,
 ``Write``...; ``mcp__S__T`` is the tool ``S.T``. The other keywords are
@@ -87,6 +89,8 @@ class Toolgate:
             return False, deny_message(exc), True
         except ToolgateUnavailableError as exc:
             return False, f"toolgate is unavailable, so no tool may run: {exc}", True
+        except Exception as exc:  # a hook that fails would let the tool run
+            return False, f"toolgate could not decide ({type(exc).__name__}: {exc})", True
         if decision is None:
             return False, message or "Denied by toolgate", False
         self._keep(tool_use_id, decision)
