@@ -24,6 +24,9 @@ from app.policy.tool import effective_tool
 
 # --- decisions -------------------------------------------------------------------------
 
+MAX_PATH_ARGS = 32
+PathArg = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+
 class CapabilityIn(Strict):
     writes: bool | None = None
     read_only: bool | None = None
@@ -37,6 +40,10 @@ class ToolIn(Strict):
     safety_category: Literal["safe", "destructive"] | None = None
     skill_category: Annotated[str, StringConstraints(max_length=200)] | None = None
     args: FreeForm = Field(default_factory=dict)
+    # Argument names whose values are paths (SPEC §17): added to the registry's, so a
+    # caller (the MCP gateway, the coding-agent hooks) can only add path checks.
+    path_args: Annotated[list[PathArg], Field(max_length=MAX_PATH_ARGS)] = \
+        Field(default_factory=list)
 
 
 class ContextIn(Strict):
@@ -123,6 +130,7 @@ def core_tool(request: Any, registered: RegisteredTool | None) -> Tool:
         destructive=t.safety_category == "destructive",
         skill_category=t.skill_category,
         args=t.args,
+        path_args=t.path_args,
         metadata=request.context.metadata,
         registered=registered,
         layer=LAYERS[request.layer],

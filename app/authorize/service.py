@@ -399,7 +399,8 @@ def _detail(request: AuthorizeIn | AuthorizeWire, tool: Tool, *,
         # (SPEC §12) merges it with a candidate registry entry, or with none.
         "request": {"capability": _capability(t.capability),
                     "safety_category": t.safety_category,
-                    "skill_category": t.skill_category},
+                    "skill_category": t.skill_category,
+                    "path_args": list(t.path_args)},
         "context": {  # spelled out: model_dump() cost more than the whole decision
             "plan_id": ctx.plan_id, "sandbox_id": ctx.sandbox_id,
             "sandbox_root": ctx.sandbox_root, "plan_read_only": ctx.plan_read_only,

@@ -33,7 +33,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from pydantic import ValidationError
 
-from app.authorize.schemas import AuthorizeIn, core_context, core_tool
+from app.authorize.schemas import MAX_PATH_ARGS, AuthorizeIn, core_context, core_tool
 from app.kit import freeform
 from app.kit.schemas import NAME_PATTERN
 from app.policy.model import Context, RegisteredTool, Tool
@@ -66,6 +66,8 @@ class ToolWire(_Strict):
     safety_category: Literal["safe", "destructive"] | None = None
     skill_category: Annotated[str, _max(200)] | None = None
     args: dict[str, Any] = {}
+    path_args: Annotated[list[Annotated[str, msgspec.Meta(min_length=1, max_length=200)]],
+                         _max(MAX_PATH_ARGS)] = []
 
 
 class ContextWire(_Strict):

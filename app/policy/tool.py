@@ -30,8 +30,10 @@ def effective_tool(
     metadata: dict[str, Any],
     registered: RegisteredTool | None,
     layer: Layer = Layer.RUNTIME,
+    path_args: list[str] | tuple[str, ...] = (),
 ) -> Tool:
-    """Merge the registry's word with the request's: a request can only tighten (SPEC §3)."""
+    """Merge the registry's word with the request's: a request can only tighten (SPEC §3),
+    and its path_args only add to the registry's (SPEC §17)."""
     cap = capability or Capability()
     category = (
         (registered and registered.skill_category)
@@ -46,7 +48,7 @@ def effective_tool(
                     registered.checkpointable and cap.checkpointable is not False,
                     registered.unsafe or bool(cap.unsafe),
                     registered.destructive or destructive,
-                    category, args, registered.path_args, True)
+                    category, args, _paths(registered.path_args, path_args), True)
     if cap.writes is None or (layer is Layer.RUNTIME
                               and (cap.checkpointable is None or cap.unsafe is None)):
         required = ("writes", "checkpointable", "unsafe") if layer is Layer.RUNTIME \
@@ -54,4 +56,12 @@ def effective_tool(
         raise MissingCapability(
             [f"tool.capability.{f}" for f in required if getattr(cap, f) is None])
     return Tool(name, bool(cap.writes), bool(cap.checkpointable), bool(cap.unsafe),
-                destructive, category, args)
+                destructive, category, args, _paths((), path_args))
+
+
+def _paths(registered: tuple[str, ...], requested: list[str] | tuple[str, ...]
+           ) -> tuple[str, ...]:
+    """The registry's path arguments, then the request's others, each once."""
+    if not requested:
+        return registered
+    return tuple(dict.fromkeys((*registered, *requested)))

@@ -93,7 +93,8 @@ def replay(detail: dict[str, Any], *, tool_name: str, plan_id: str | None,
                 capability=Capability(**capability) if capability is not None else None,
                 destructive=request.get("safety_category") == "destructive",
                 skill_category=request.get("skill_category"), args=recorded["args"],
-                metadata=context.metadata, registered=registered, layer=layer)
+                metadata=context.metadata, registered=registered, layer=layer,
+                path_args=request.get("path_args") or ())
         except MissingCapability:
             return INVALID
     else:

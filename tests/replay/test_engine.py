@@ -98,3 +98,15 @@ def test_a_stateless_decision_without_a_profile_stays_without_one():
                    action_id=None) == "allow"
     own = _with(safety_profile=SafetyProfile(max_cost_per_plan=0.0).as_dict())
     assert _replay(own, action_id=None) == "plan_cost_limit_exceeded"
+
+
+def test_the_request_path_args_stay_checked_under_a_candidate_registry_entry():
+    # The request named `dest` a path argument (SPEC §17); a candidate entry for the tool
+    # without `path_args` must not drop that check.
+    escaping = _with(
+        tool={**DETAIL["tool"], "args": {"path": "/srv/sb/a", "dest": "/etc/passwd"},
+              "path_args": ["path", "dest"]},
+        request={**DETAIL["request"], "path_args": ["dest"]})
+    entry = RegisteredTool(name="fs.write", writes=True, checkpointable=True, unsafe=False)
+    assert _replay(escaping) == "sandbox_path_escape"
+    assert _replay(escaping, Candidate(tools={"fs.write": entry})) == "sandbox_path_escape"
