@@ -2096,6 +2096,8 @@ export interface components {
             capability?: components["schemas"]["CapabilityIn"] | null;
             /** Name */
             name: string;
+            /** Path Args */
+            path_args?: string[];
             /** Safety Category */
             safety_category?: ("safe" | "destructive") | null;
             /** Skill Category */
