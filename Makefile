@@ -11,7 +11,7 @@ UV := .uv/bin/uv
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: install run test test-fast lint lock migrate bench image clean
+.PHONY: install run test test-fast test-ts lint lock migrate bench image clean
 
 $(UV):
 	$(PYTHON) -m venv .uv
@@ -43,6 +43,13 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(PYTEST) -m "not slow" tests clients/python/tests
+
+# The TypeScript client alone (clients/typescript): install its locked devDependencies,
+# build, and run its node tests; the live ones skip without a service (`make test` runs them
+# against one, tests/client/test_typescript.py).
+test-ts:
+	npm ci --prefix clients/typescript --no-audit --no-fund
+	npm test --prefix clients/typescript
 
 # Only the install step (what `run` and `test` do first).
 install: $(STAMP)
