@@ -32,7 +32,8 @@ def site(request, tmp_path_factory, sqlite_template) -> Iterator[World]:  # type
         urls = _pg_database(request.getfixturevalue("pg_template"))
     database_url = next(urls)
     proc, url = serve({"TOOLGATE_DATABASE_URL": database_url,
-                       "TOOLGATE_ADMIN_TOKEN": ADMIN_TOKEN}, tmp / "serve.log")
+                       "TOOLGATE_ADMIN_TOKEN": ADMIN_TOKEN}, tmp / "serve.log",
+                      timeout=180)  # starting took 50 s with the 2 cores loaded 20 deep
     try:
         yield setup(url)
     finally:
