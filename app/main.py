@@ -53,6 +53,7 @@ from app.replay.routes import router as replay_router
 from app.replay.service import Replayer
 from app.store import migrate
 from app.store.engine import make_engine, make_sessionmaker
+from app.ui.reads import router as page_reads_router
 from app.ui.routes import api_router as whoami_router
 from app.ui.routes import router as ui_router
 from app.webhooks.routes import router as webhooks_router
@@ -172,7 +173,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in (decide_router, batch_router, plans_router, config_router,
                    registry_router, safety_test_router, decisions_router,
                    test_router, keys_router, approvals_router, webhooks_router,
-                   ledger_router, replay_router, whoami_router):
+                   ledger_router, replay_router, whoami_router,
+                   page_reads_router):
         openapi.document_inputs(router)
         app.include_router(router, dependencies=[Depends(authorize)], responses=keyed)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)

@@ -281,6 +281,20 @@ class ApprovalService:
                 select(func.count()).select_from(Approval)
                 .where(Approval.state == "pending", Approval.expires_at > utcnow())) or 0)
 
+    @staticmethod
+    async def pending_summary(session: AsyncSession, *, projects: list[str] | None,
+                              project: str | None = None) -> tuple[int, datetime | None]:
+        """How many approvals wait for a person now, and since when the oldest has (the
+        operators' page's overview), within `projects` (None: every project)."""
+        query = select(func.count(), func.min(Approval.requested_at)).where(
+            Approval.state == "pending", Approval.expires_at > utcnow())
+        if projects is not None:
+            query = query.where(Approval.project.in_(projects))
+        if project is not None:
+            query = query.where(Approval.project == project)
+        count, oldest = (await session.execute(query)).one()
+        return int(count or 0), oldest
+
     # --- waiting (GET /v1/approvals/{id}?wait=S) ----------------------------------------
 
     def wake(self, approval_id: str | None) -> None:

@@ -26,6 +26,11 @@ async def get(session: AsyncSession, key_id: str) -> ApiKey | None:
     return await session.get(ApiKey, key_id)
 
 
+async def by_ids(session: AsyncSession, key_ids: list[str]) -> list[ApiKey]:
+    """The keys of these ids that exist (revoked ones too): who a record's key id was."""
+    return list((await session.scalars(select(ApiKey).where(ApiKey.id.in_(key_ids)))).all())
+
+
 async def lock(session: AsyncSession, key_id: str) -> ApiKey | None:
     """The key as it is now, locked until the transaction ends (what a revocation starts
     from: two revocations at once then record one change, not two)."""

@@ -82,6 +82,9 @@ PERMISSIONS: dict[str, Rule] = {
                    note="decisions of the key's projects only (SPEC §12); changes nothing"),
     "whoami": Rule(ALL_ROLES, note="the key's own role, projects and permissions "
                                    "(the operators' page reads it)"),
+    "principals.read": Rule(_roles(Role.APPROVER, Role.AUDITOR),
+                            note="the name, principal and role behind key ids "
+                                 "(the operators' page shows who asked and who decided)"),
 }
 
 # Routes that never need a key.
@@ -162,6 +165,12 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", "/v1/projects/{project}/ledger/credit"): "ledger.credit",
     ("POST", "/v1/replay"): "replay",
     ("GET", "/v1/whoami"): "whoami",
+    # The operators' page's reads (app/ui/reads.py, docs/ui.md).
+    ("GET", "/v1/principals"): "principals.read",
+    ("GET", "/v1/approvals/{approval_id}/decision"): "approvals.read",
+    ("GET", "/v1/plans/{plan_id}/creator"): "plans.read",
+    ("GET", "/v1/approval-stats"): "approvals.read",
+    ("GET", "/v1/outcomes"): "decisions.read",
 }
 
 # Unmapped routes: admins only (fail closed, still behind a key).

@@ -164,6 +164,20 @@ async def get(session: AsyncSession, decision_id: str) -> LogRecord | None:
     return await session.scalar(select(LogRecord).where(LogRecord.decision_id == decision_id))
 
 
+async def first_of_plan(session: AsyncSession, plan_id: str, *, kind: str,
+                        contains: str | None = None) -> LogRecord | None:
+    """The oldest record of one kind about a plan (the operators' page, app/ui/reads.py):
+    its creation (kind `plan`), or the deny that asked for an approval (kind `authorize`
+    whose detail holds `contains`, the approval's id as the canonical JSON writes it)."""
+    query = select(LogRecord).where(LogRecord.plan_id == plan_id, LogRecord.kind == kind)
+    if kind != "authorize":
+        query = query.where(RARE_KINDS)
+    if contains is not None:
+        query = query.where(LogRecord.code.is_not(None),
+                            LogRecord.detail.contains(contains, autoescape=True))
+    return await session.scalar(query.order_by(LogRecord.seq).limit(1))
+
+
 GROUPS = {"code": LogRecord.code, "tool": LogRecord.tool, "project": LogRecord.project,
           "allowed": LogRecord.allowed, "error": LogRecord.error, "kind": LogRecord.kind}
 ROLLED_GROUPS = {"code": Rollup.code, "tool": Rollup.tool, "project": Rollup.project,

@@ -297,6 +297,16 @@ async def outcome_of(session: AsyncSession, decision_id: str) -> dict[str, Any] 
     return outcome_out(row) if row is not None else None
 
 
+
+async def outcomes_of(session: AsyncSession, decision_ids: list[str], *,
+                      projects: list[str] | None) -> dict[str, dict[str, Any]]:
+    """The reported outcomes of these decisions (the operators' page's list), within
+    `projects` (None: every project)."""
+    query = select(Outcome).where(Outcome.decision_id.in_(decision_ids))
+    if projects is not None:
+        query = query.where(Outcome.project.in_(projects))
+    return {row.decision_id: outcome_out(row) for row in (await session.scalars(query)).all()}
+
 # Columns `GET /v1/decisions/stats?group_by=` may group authorize decisions by (joined on
 # decision_id: a decision without a report groups under null).
 OUTCOME_GROUPS = {"outcome": Outcome.status, "unverified": Outcome.unverified,

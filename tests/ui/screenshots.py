@@ -2,7 +2,7 @@
 
     .venv/bin/python -m tests.ui.screenshots
 
-The same walk as tests/ui/test_page.py (tests/ui/scenario.py), on a fresh SQLite database
+The world of tests/ui/test_page.py (tests/ui/scenario.py), on a fresh SQLite database
 served by a real `toolgate serve`, in Debian's headless chromium."""
 
 from __future__ import annotations
@@ -12,9 +12,43 @@ from pathlib import Path
 
 from tests.serving import serve, stop
 from tests.ui.browser import chrome
-from tests.ui.scenario import ADMIN_TOKEN, setup, walk
+from tests.ui.scenario import ADMIN_TOKEN, Page, World, setup
 
 IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
+
+
+def tour(page: Page, world: World, shot) -> None:  # type: ignore[no-untyped-def]
+    page.sign_in(world.keys["admin"])
+    page.find("#chart .uplot")
+    shot("overview")
+    page.go("decisions")
+    page.find("#decision-list")
+    shot("decisions")
+    page.go(f"decision/{world.held}")
+    page.find("#shadow")
+    shot("decision")
+    page.go("plans")
+    page.find("#plan-list")
+    shot("plans")
+    page.go("audit")
+    page.find("#verify").click()
+    page.find("#chain-state")
+    shot("audit")
+    page.sign_in(world.keys["approver"])
+    page.find("#approval-list")
+    shot("approvals")
+    page.go(f"approval/{world.approval_id}")
+    page.find("#approval-plan")
+    shot("approval")
+    page.find("#grant").click()
+    page.visible("#grant-dialog")
+    shot("grant")
+    page.go(f"plans?plan_id={world.plan}")
+    page.find("#plan-creator")
+    shot("plan")
+    page.sign_in(world.keys["agent"])
+    page.find("#not-allowed")
+    shot("not-allowed")
 
 
 def main() -> None:
@@ -29,7 +63,7 @@ def main() -> None:
                 driver.save_screenshot(str(path))
                 print(path)
 
-            walk(driver, setup(url), shot)
+            tour(Page(driver, url), setup(url), shot)
         finally:
             driver.quit()
             stop(proc)
