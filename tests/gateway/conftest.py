@@ -207,3 +207,44 @@ def start_gateway_http(config: Path, env: dict[str, str], log: Path
 
 
 __all__ = ["ADMIN", "Toolgate", "free_port", "npm_bin", "start_toolgate", "write_config"]
+
+
+@dataclass
+class HttpGateway:
+    url: str
+    token: str
+    proc: subprocess.Popen
+    log: Path
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+def http_gateway(tg: Toolgate, folder: Path, servers: dict, **extra: object) -> HttpGateway:
+    """A `toolgate gateway` on a Streamable HTTP listener (free loopback port, a token),
+    returned once it answers."""
+    port = free_port()
+    token = secrets.token_urlsafe(16)
+    config = write_config(folder, tg.url, servers, listen={"http": {
+        "host": "127.0.0.1", "port": port, "path": "/mcp", "token_env": "GW_LISTEN_TOKEN"}},
+        **extra)
+    log = folder / f"gateway-{port}.log"
+    proc = start_gateway_http(config, gateway_env(tg, GW_LISTEN_TOKEN=token), log)
+    url = f"http://127.0.0.1:{port}/mcp"
+
+    def answers() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"gateway exited: {log.read_text()[-3000:]}")
+        try:
+            httpx.get(url, timeout=1)
+            return True
+        except httpx.HTTPError:
+            return False
+
+    wait_for(answers, 90, "the gateway's HTTP listener")
+    return HttpGateway(url, token, proc, log)
+
+
+def stop_gateway(gw: HttpGateway) -> None:
+    stop(gw.proc)
