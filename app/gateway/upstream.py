@@ -63,7 +63,7 @@ class Upstream:
             except anyio.get_cancelled_exc_class():
                 raise
             except BaseException as exc:  # noqa: BLE001 - any failure marks it down
-                self._down(_text(exc))
+                self._down(_text(exc))  # one line per outage (or a new reason)
             self._ready.set()
             await anyio.sleep(delay)
             delay = min(delay * 2, BACKOFF_MAX)
@@ -111,7 +111,8 @@ class Upstream:
         self.reason = reason
 
     def mark_broken(self, reason: str) -> None:
-        self.reason = reason
+        """Out of the list at once; the supervisor reconnects."""
+        self._down(reason)
         self._broken.set()
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
@@ -151,11 +152,14 @@ async def _list_all(client: Client) -> list[types.Tool]:
 def _is_protocol_error(exc: BaseException) -> bool:
     """An error answer from a live server (the session still works)."""
     from mcp import MCPError
+    from mcp_types import CONNECTION_CLOSED
 
-    return isinstance(exc, MCPError)
+    return isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED
 
 
 def _text(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         return _text(exc.exceptions[0])
+    if isinstance(exc, UpstreamUnavailable):
+        return str(exc)
     return f"{type(exc).__name__}: {exc}"[:500]
