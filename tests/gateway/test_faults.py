@@ -201,6 +201,31 @@ async def test_an_upstream_that_hangs_past_the_deadline(gateway: HttpGateway,
     assert_all_forwarded_were_allowed(toolgate, record, "rec")
 
 
+async def test_a_registered_tool_is_decided_by_the_registry(gateway: HttpGateway,
+                                                            toolgate: Toolgate,
+                                                            record: Path) -> None:
+    """rec.echo has no annotations: worst case for a trusted server is destructive. Once
+    registered as a safe read, the registry decides (read again within ~10 s)."""
+    async with http_client(gateway.url, gateway.token) as client:
+        first = await client.call_tool("rec.echo", {"try": 0})
+        assert decision_meta(first)["deny"]["code"] == "confirmation_required"
+        assert toolgate.admin("PUT", "/v1/tools/rec.echo", {
+            "capability": {"writes": False, "checkpointable": False, "unsafe": False},
+            "safety_category": "safe"}).status_code in (200, 201)
+        with anyio.fail_after(60):
+            attempt = 0
+            while True:
+                attempt += 1
+                result = await client.call_tool("rec.echo", {"try": attempt})
+                if not result.is_error:
+                    break
+                await anyio.sleep(0.5)
+    record_ = toolgate.decision(decision_meta(result)["decision_id"])
+    assert record_["detail"]["tool"]["registered"] is True
+    assert received(record, "echo") == [{"try": attempt}]
+    assert_all_forwarded_were_allowed(toolgate, record, "rec")
+
+
 async def test_the_gateway_killed_during_a_call(gateway: HttpGateway, toolgate: Toolgate,
                                                 record: Path) -> None:
     """Last in this module: it kills the module's gateway."""
