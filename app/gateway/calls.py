@@ -4,6 +4,7 @@ forwarded without an allow that toolgate answered (and so recorded)."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import hashlib
 import logging
@@ -56,6 +57,7 @@ class Gate:
         self._plan_lock = anyio.Lock()
         self._registered: set[str] = set()
         self._registry_at = -1e9
+        self._reports: set[asyncio.Task[None]] = set()
 
     # -- the plan and the registry ---------------------------------------------------------
 
@@ -249,8 +251,17 @@ class Gate:
             kept = {k: v for k, v in (result.meta or {}).items()
                     if not k.startswith("io.modelcontextprotocol/")}
             result = result.model_copy(update={"meta": {**kept, META: meta}})
-        await self._report(decision_id, upstream, tool, args, error)
+        # Reported after the answer is on its way: the client never waits for it, and the
+        # gateway drains what is left when it stops (drain_reports).
+        task = asyncio.get_running_loop().create_task(
+            self._report(decision_id, upstream, tool, args, error))
+        self._reports.add(task)
+        task.add_done_callback(self._reports.discard)
         return result
+
+    async def drain_reports(self, timeout: float = 10.0) -> None:
+        if self._reports:
+            await asyncio.wait(set(self._reports), timeout=timeout)
 
     async def _report(self, decision_id: str, upstream: Upstream, tool: str,
                       args: dict[str, Any], error: str | None) -> None:

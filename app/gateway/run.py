@@ -84,6 +84,7 @@ async def serve(config: GatewayConfig) -> None:
 
             async with stdio_server() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
+        await gate.drain_reports()
         tasks.cancel_scope.cancel()
 
 

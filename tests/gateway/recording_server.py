@@ -1,6 +1,6 @@
 """A small MCP server built with the SDK that records every call it receives (one JSON line
 per call, written and fsynced before the tool runs): the proof that nothing reached an
-upstream without an allow. `python recording_server.py RECORD [--http PORT]`.
+upstream without an allow. `python recording_server.py RECORD [--http PORT]` (RECORD `-`: none).
 
 Tools: `read_note` (read-only), `write_note` (destructive), `fail` (answers isError),
 `crash` (the process exits mid-call), `hang` (never answers), `echo` (no annotations)."""
@@ -21,6 +21,8 @@ NOTES: dict[str, str] = {}
 
 
 def _record(name: str, arguments: dict[str, Any]) -> None:
+    if RECORD == "-":  # the benchmark: no recording
+        return
     with open(RECORD, "a") as out:
         out.write(json.dumps({"tool": name, "arguments": arguments, "pid": os.getpid()}) + "\n")
         out.flush()
