@@ -214,13 +214,15 @@ class Gate:
         if deny.get("code") == "human_approval_required" and self.config.approvals.wait_seconds:
             approval = mapping.pending_approval(deny)
             if approval is not None and approval.get("state") == "pending":
-                if await self._wait_granted(approval["approval_id"]):
-                    return await self.authorize(name, server, tool, args,
-                                                metadata={"server": server, "tool": tool,
-                                                          "approval": approval["approval_id"]})
+                await self._wait_decided(approval["approval_id"])
+                # Asked again whatever came of it: a grant is used by this decision, and
+                # otherwise the deny shows the approval as it is now (rejected, expired).
+                return await self.authorize(name, server, tool, args,
+                                            metadata={"server": server, "tool": tool,
+                                                      "approval": approval["approval_id"]})
         return decision
 
-    async def _wait_granted(self, approval_id: str) -> bool:
+    async def _wait_decided(self, approval_id: str) -> bool:
         deadline = time.monotonic() + self.config.approvals.wait_seconds
         while (remaining := deadline - time.monotonic()) > 0:
             try:

@@ -147,10 +147,10 @@ def toolgate(module_database: str, tmp_path_factory: pytest.TempPathFactory
 
 
 def write_config(folder: Path, tg_url: str, servers: dict, *, listen: dict | None = None,
-                 **extra: object) -> Path:
+                 action: str = "gw-explore", **extra: object) -> Path:
     doc = {"version": 1, "toolgate": {"url": tg_url, "token_env": "GW_TOOLGATE_TOKEN",
                                       "timeout_seconds": 3},
-           "listen": listen or {"stdio": True}, "plan": {"action": "gw-explore"},
+           "listen": listen or {"stdio": True}, "plan": {"action": action},
            "servers": servers, **extra}
     path = folder / f"gateway-{secrets.token_hex(4)}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
