@@ -38,8 +38,8 @@ PATHS = {"write_file": ["path"], "edit_file": ["path"], "create_directory": ["pa
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("fs")
+def folders(tmp_path_factory: pytest.TempPathFactory, module_database: str) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("fs")  # one per database: nothing left by the other run
     work, outside = root / "work", root / "outside"
     work.mkdir()
     outside.mkdir()
