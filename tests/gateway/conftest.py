@@ -86,7 +86,7 @@ def _serve_on(env: dict[str, str], log: Path, port: str) -> subprocess.Popen:
     with open(log, "ab") as out:
         proc = subprocess.Popen([TOOLGATE, "serve", "--port", port], env=full, stdout=out,
                                 stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(log.read_text()[-2000:])
@@ -123,7 +123,8 @@ def module_database(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
 
 def start_toolgate(database_url: str, folder: Path) -> Toolgate:
     env = {"TOOLGATE_DATABASE_URL": database_url, "TOOLGATE_ADMIN_TOKEN": ADMIN_TOKEN}
-    proc, url = serve(env, folder / "toolgate.log")
+    # Generous: on a shared 2-core machine a start can take over a minute.
+    proc, url = serve(env, folder / "toolgate.log", timeout=240)
     tg = Toolgate(url, proc, env, folder / "toolgate.log")
     tg.project = "gw"
     tg.action = "gw-explore"
