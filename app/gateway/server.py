@@ -1,0 +1,108 @@
+"""The MCP side the client talks to: the SDK's low-level `Server` with `on_list_tools` and
+`on_call_tool`, over stdio or Streamable HTTP (SPEC §14).
+
+Confirmation (check 9) goes to the client's user by form elicitation: inline
+(`elicitation/create`) on a handshake-era session (2025-11-25), or as an
+`InputRequiredResult` on 2026-07-28, whose retry carries the answer and a request state
+the gateway signed over the call's name and arguments (a retry for other arguments, or
+with a state it did not issue, is asked again)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+from typing import Any
+
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from app import __version__
+from app.gateway.calls import META, Gate, args_sha256
+
+CONFIRM_KEY = "toolgate_confirm"
+SCHEMA = {"type": "object",
+          "properties": {"confirm": {"type": "boolean", "title": "Confirm",
+                                     "description": "Run this call?"}},
+          "required": ["confirm"]}
+ELICITATION = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+
+
+def _message(name: str, args: dict[str, Any]) -> str:
+    shown = json.dumps(args, ensure_ascii=False, sort_keys=True)
+    if len(shown) > 2000:
+        shown = shown[:2000] + "..."
+    return (f"toolgate: the tool {name} needs your confirmation (it is destructive).\n"
+            f"Arguments: {shown}\nConfirm?")
+
+
+def _accepted(answer: Any) -> bool:
+    return (isinstance(answer, types.ElicitResult) and answer.action == "accept"
+            and isinstance(answer.content, dict) and answer.content.get("confirm") is True)
+
+
+class _States:
+    """Request states of the 2026-07-28 confirmation round trip, signed by this process."""
+
+    def __init__(self) -> None:
+        self._key = secrets.token_bytes(32)
+
+    def _mac(self, name: str, args: dict[str, Any], decision_id: str) -> str:
+        message = json.dumps([name, args_sha256(args), decision_id]).encode()
+        return hmac.new(self._key, message, hashlib.sha256).hexdigest()
+
+    def issue(self, name: str, args: dict[str, Any], decision_id: str) -> str:
+        return f"{decision_id}.{self._mac(name, args, decision_id)}"
+
+    def verify(self, state: str | None, name: str, args: dict[str, Any]) -> str | None:
+        """The decision id the state was issued for, when it is ours and for this call."""
+        if not state or "." not in state or args_sha256(args) is None:
+            return None
+        decision_id, _, mac = state.rpartition(".")
+        if hmac.compare_digest(mac, self._mac(name, args, decision_id)):
+            return decision_id
+        return None
+
+
+def build_server(gate: Gate) -> Server[Any]:
+    states = _States()
+
+    async def on_list_tools(ctx: ServerRequestContext[Any],
+                            params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=gate.list_tools())
+
+    async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+                           ) -> types.CallToolResult | types.InputRequiredResult:
+        args = dict(params.arguments or {})
+        can_elicit = ctx.session.check_client_capability(ELICITATION)
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        if modern:
+            confirmed_of = None
+            answer = (params.input_responses or {}).get(CONFIRM_KEY)
+            if answer is not None and _accepted(answer):
+                confirmed_of = states.verify(params.request_state, params.name, args)
+            result = await gate.call(params.name, args, None, confirmation_of=confirmed_of)
+            deny = ((result.meta or {}).get(META) or {}).get("deny") or {}
+            if (can_elicit and confirmed_of is None and answer is None
+                    and deny.get("code") == "confirmation_required"):
+                decision_id = result.meta[META]["decision_id"]
+                return types.InputRequiredResult(
+                    input_requests={CONFIRM_KEY: types.ElicitRequest(
+                        params=types.ElicitRequestFormParams(
+                            message=_message(params.name, args), requested_schema=SCHEMA))},
+                    request_state=states.issue(params.name, args, decision_id))
+            return result
+
+        async def confirm(name: str, call_args: dict[str, Any]) -> bool:
+            answer = await ctx.session.elicit_form(_message(name, call_args), SCHEMA,
+                                                   related_request_id=ctx.request_id)
+            return _accepted(answer)
+
+        return await gate.call(params.name, args, confirm if can_elicit else None)
+
+    return Server("toolgate-gateway", version=__version__,
+                  instructions="Tools of the servers behind this gateway, named SERVER.TOOL; "
+                               "every call is decided by toolgate first.",
+                  on_list_tools=on_list_tools, on_call_tool=on_call_tool)

@@ -1,0 +1,168 @@
+"""The MCP gateway's cost (SPEC §14, docs/gateway.md): the latency a `tools/call` gains
+through `toolgate gateway` against calling the same Python upstream directly, a bare
+`POST /v1/authorize-tool` round trip measured in the same run (goal: added p50 <= 2x it),
+and the throughput with 16 concurrent clients, direct and through the gateway.
+
+    .venv/bin/python bench/gateway.py                 # 500 calls each, 10 s of throughput
+    .venv/bin/python bench/gateway.py --calls 2000 --seconds 20
+
+A real `toolgate serve` (SQLite, one worker), the recording upstream of tests/gateway over
+Streamable HTTP (recording off), the gateway on a Streamable HTTP listener; every client is
+the SDK's `Client`, one session each. Prints the table and writes
+bench/results/gateway.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.gateway.clients import http_client  # noqa: E402
+from tests.gateway.conftest import (  # noqa: E402
+    RECORDER,
+    http_gateway,
+    start_toolgate,
+    stop_gateway,
+    wait_for,
+)
+from tests.serving import free_port, stop  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+TOOL, ARGS = "read_note", {"key": "bench"}
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+async def latencies(url: str, token: str | None, name: str, calls: int) -> list[float]:
+    async with http_client(url, token or "-") as client:
+        for _ in range(20):  # warm: connection, caches
+            await client.call_tool(name, ARGS)
+        out = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            result = await client.call_tool(name, ARGS)
+            out.append(time.perf_counter() - start)
+            assert not result.is_error, result
+        return out
+
+
+async def throughput(url: str, token: str | None, name: str, seconds: float,
+                     clients: int = 16) -> float:
+    done = 0
+
+    async def one() -> None:
+        nonlocal done
+        async with http_client(url, token or "-") as client:
+            await client.call_tool(name, ARGS)
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                await client.call_tool(name, ARGS)
+                done += 1
+
+    start = time.monotonic()
+    async with anyio.create_task_group() as tasks:
+        for _ in range(clients):
+            tasks.start_soon(one)
+    return done / (time.monotonic() - start)
+
+
+async def authorize(url: str, token: str, plan_id: str, calls: int) -> list[float]:
+    body = {"plan_id": plan_id, "tool": {"name": f"rec.{TOOL}", "args": ARGS, "capability": {
+        "writes": False, "checkpointable": False, "unsafe": False}, "safety_category": "safe"},
+        "context": {"sandbox_id": "rec", "sandbox_root": "/tmp"}}
+    async with httpx.AsyncClient(base_url=url, headers={
+            "Authorization": f"Bearer {token}"}) as http:
+        for _ in range(20):
+            (await http.post("/v1/authorize-tool", json=body)).raise_for_status()
+        out = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            answer = await http.post("/v1/authorize-tool", json=body)
+            out.append(time.perf_counter() - start)
+            assert answer.json()["allowed"] is True, answer.text
+        return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="toolgate-bench-gateway-"))
+    from app.store import migrate
+
+    db = folder / "toolgate.db"
+    migrate.upgrade(f"sqlite+aiosqlite:///{db}")
+    tg = start_toolgate(f"sqlite+aiosqlite:///{db}", folder)
+    port = free_port()
+    upstream = subprocess.Popen([sys.executable, str(RECORDER), "-", "--http", str(port)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    direct_url = f"http://127.0.0.1:{port}/mcp"
+    gw = None
+    try:
+        wait_for(lambda: _answers(direct_url), 60, "the upstream")
+        gw = http_gateway(tg, folder, {"rec": {"url": direct_url, "trust_annotations": True,
+                                               "sandbox": {"id": "rec", "root": "/tmp"}}})
+        plan_id = tg.admin("POST", "/v1/plans", {"action_id": tg.action}).json()["plan_id"]
+        print(f"== gateway bench: {args.calls} calls each, {os.cpu_count()} cores, "
+              f"load {os.getloadavg()[0]:.2f}")
+        direct = anyio.run(latencies, direct_url, None, TOOL, args.calls)
+        through = anyio.run(latencies, gw.url, gw.token, f"rec.{TOOL}", args.calls)
+        bare = anyio.run(authorize, tg.url, tg.agent_token, plan_id, args.calls)
+        direct_rps = anyio.run(throughput, direct_url, None, TOOL, args.seconds)
+        gateway_rps = anyio.run(throughput, gw.url, gw.token, f"rec.{TOOL}", args.seconds)
+    finally:
+        if gw is not None:
+            stop_gateway(gw)
+        upstream.terminate()
+        stop(tg.proc)
+    out = {
+        "direct_ms": {"p50": pct(direct, .5), "p99": pct(direct, .99)},
+        "gateway_ms": {"p50": pct(through, .5), "p99": pct(through, .99)},
+        "added_ms": {"p50": pct(through, .5) - pct(direct, .5),
+                     "p99": pct(through, .99) - pct(direct, .99)},
+        "authorize_ms": {"p50": pct(bare, .5), "p99": pct(bare, .99)},
+        "throughput_16_clients": {"direct": direct_rps, "gateway": gateway_rps},
+        "loadavg": os.getloadavg()[0], "calls": args.calls,
+    }
+    out["added_p50_over_authorize_p50"] = out["added_ms"]["p50"] / out["authorize_ms"]["p50"]
+    print(f"{'':28}{'p50 ms':>10}{'p99 ms':>10}")
+    for label, key in (("direct call", "direct_ms"), ("through the gateway", "gateway_ms"),
+                       ("added by the gateway", "added_ms"),
+                       ("bare POST /v1/authorize-tool", "authorize_ms")):
+        print(f"{label:28}{out[key]['p50']:>10.2f}{out[key]['p99']:>10.2f}")
+    ratio = out["added_p50_over_authorize_p50"]
+    print(f"added p50 / authorize p50: {ratio:.2f} (goal <= 2)")
+    print(f"16 clients: direct {direct_rps:.0f} calls/s, through the gateway "
+          f"{gateway_rps:.0f} calls/s")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "gateway.json").write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+def _answers(url: str) -> bool:
+    try:
+        httpx.get(url, timeout=1)
+        return True
+    except httpx.HTTPError:
+        return False
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

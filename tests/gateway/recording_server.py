@@ -1,0 +1,97 @@
+"""A small MCP server built with the SDK that records every call it receives (one JSON line
+per call, written and fsynced before the tool runs): the proof that nothing reached an
+upstream without an allow. `python recording_server.py RECORD [--http PORT]` (RECORD `-`: none).
+
+Tools: `read_note` (read-only), `write_note` (destructive), `fail` (answers isError),
+`crash` (the process exits mid-call), `hang` (never answers), `echo` (no annotations)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+
+RECORD = sys.argv[1]
+NOTES: dict[str, str] = {}
+
+
+def _record(name: str, arguments: dict[str, Any]) -> None:
+    if RECORD == "-":  # the benchmark: no recording
+        return
+    with open(RECORD, "a") as out:
+        out.write(json.dumps({"tool": name, "arguments": arguments, "pid": os.getpid()}) + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def _schema(**props: str) -> dict[str, Any]:
+    return {"type": "object", "properties": {k: {"type": v} for k, v in props.items()}}
+
+
+TOOLS = [
+    types.Tool(name="read_note", description="Read a note", input_schema=_schema(key="string"),
+               annotations=types.ToolAnnotations(read_only_hint=True)),
+    types.Tool(name="write_note", description="Write a note",
+               input_schema=_schema(key="string", text="string"),
+               annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=True)),
+    types.Tool(name="fail", description="Always fails", input_schema=_schema(),
+               annotations=types.ToolAnnotations(read_only_hint=True)),
+    types.Tool(name="crash", description="Exits mid-call", input_schema=_schema(),
+               annotations=types.ToolAnnotations(read_only_hint=True)),
+    types.Tool(name="hang", description="Never answers", input_schema=_schema(),
+               annotations=types.ToolAnnotations(read_only_hint=True)),
+    types.Tool(name="echo", description="Echoes its arguments", input_schema=_schema()),
+]
+
+
+async def on_list_tools(ctx: ServerRequestContext[Any],
+                        params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=TOOLS)
+
+
+async def on_call_tool(ctx: ServerRequestContext[Any],
+                       params: types.CallToolRequestParams) -> types.CallToolResult:
+    args = dict(params.arguments or {})
+    _record(params.name, args)
+    if params.name == "crash":
+        os._exit(3)
+    if params.name == "hang":
+        await anyio.sleep_forever()
+    if params.name == "fail":
+        return types.CallToolResult(content=[types.TextContent(text="it failed")],
+                                    is_error=True)
+    if params.name == "write_note":
+        NOTES[str(args.get("key"))] = str(args.get("text"))
+        text = "written"
+    elif params.name == "read_note":
+        text = NOTES.get(str(args.get("key")), "")
+    else:
+        text = json.dumps(args, sort_keys=True)
+    return types.CallToolResult(content=[types.TextContent(text=text)])
+
+
+server = Server("recording", on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+
+
+async def main() -> None:
+    if "--http" in sys.argv:
+        import uvicorn
+
+        port = int(sys.argv[sys.argv.index("--http") + 1])
+        app = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
+        await uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+                                            log_level="warning")).serve()
+        return
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+if __name__ == "__main__":
+    anyio.run(main)
