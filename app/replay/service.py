@@ -50,6 +50,7 @@ from app.store.engine import read_only
 
 BATCH = 1000
 SLICE_SECONDS = 0.005  # the longest the checks run before letting other requests in
+SLICE_CHECK = 16  # records between two looks at the clock
 _PLANS_REMEMBERED = 10_000  # the replay's own memo of plans' profiles, bounded
 _LOG = LogRecord.__table__.c  # the table's columns: plain rows, no ORM loading per row
 _COLUMNS = (_LOG.seq, _LOG.decision_id, _LOG.created_at, _LOG.plan_id, _LOG.action_id,
@@ -161,7 +162,7 @@ class Replayer:
                 if candidate.profile is None:
                     await self._plan_profiles(rows, profiles)
                 for n, row in enumerate(rows):
-                    if n % 64 == 0 and perf_counter() - sliced > SLICE_SECONDS:
+                    if n % SLICE_CHECK == 0 and perf_counter() - sliced > SLICE_SECONDS:
                         await asyncio.sleep(0)  # let decisions and /healthz in
                         sliced = perf_counter()
                     # seq_range may hold a few records just outside the window (see there);

@@ -8,10 +8,9 @@ import copy
 
 import pytest
 
-from app.policy.model import RegisteredTool
-from app.policy.profiles import SafetyProfile
 from app.policy.checks import evaluate
-from app.policy.model import Context, Tool
+from app.policy.model import Context, RegisteredTool, Tool
+from app.policy.profiles import SafetyProfile
 from app.replay.engine import LEDGER, LEGACY, MASKED, Candidate, Unreplayable, replay
 
 CONTEXT = {"plan_id": None, "sandbox_id": "sb", "sandbox_root": "/srv/sb",

@@ -114,27 +114,30 @@ async def test_a_read_only_session_takes_no_write_lock(client):
 async def test_the_checks_let_other_requests_in_while_they_run(client, monkeypatch):
     await corpus.build(client)
     original = engine.replay
+    run_of = {"now": 0, "longest": 0}  # records replayed since the loop last ran others
 
     def slow(*args, **kwargs):  # type: ignore[no-untyped-def]
-        # A costly record (as a 1 MB candidate made them): 0.2 ms of CPU each.
-        until = time.perf_counter() + 0.0002
+        # A costly record (as a 1 MB candidate made them): 0.5 ms of CPU each.
+        until = time.perf_counter() + 0.0005
         while time.perf_counter() < until:
             pass
+        run_of["now"] += 1
+        run_of["longest"] = max(run_of["longest"], run_of["now"])
         return original(*args, **kwargs)
 
     monkeypatch.setattr(service, "replay", slow)
     task = asyncio.create_task(client.post("/v1/replay", json={"since": SINCE}))
     answered = 0
     while not task.done():
-        # One turn of the loop to the replay, then a request: answered as soon as the
-        # replay lets the loop run again.
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # the replay runs until it lets the loop go on
+        run_of["now"] = 0
         assert (await client.get("/healthz")).status_code == 200
         answered += 1
     assert (await task).status_code == 200
-    # ~2,900 records at 0.2 ms: about 0.6 s of checks, in slices of 5 ms. Before, a batch
-    # of 1,000 records ran without letting anything in (a few answers in all).
-    assert answered >= 20, answered
+    # Past 5 ms of checks the replay lets other requests in: at 0.5 ms a record, the next
+    # look at the clock. Before, a whole batch of 1,000 records ran without a break.
+    assert 0 < run_of["longest"] <= service.SLICE_CHECK, run_of
+    assert answered > 2900 / service.SLICE_CHECK / 2
 
 
 async def test_a_candidate_is_bounded(client):
