@@ -7,7 +7,8 @@
    another and `/healthz` is polled: how many decisions answered 503, the slowest decision
    and `/healthz`, and the replays' own status codes.
 2. A candidate holding `categories` allowed_skill_categories (about 1 MB) over a log of
-   `big-rows` records: its status and time, and the slowest `/healthz` meanwhile.
+   `big-rows` records: its status and time, and the slowest `/healthz` meanwhile; then the
+   same with 1,000 categories (the bound, docs/replay.md) and with none.
 """
 
 from __future__ import annotations
@@ -116,6 +117,11 @@ def main() -> None:
                     body = {**since, "candidate": {"profile": {
                         "require_sandbox": False, "allowed_skill_categories": categories}}}
                     _run(base, f"sqlite {rows} records, {args.categories} categories", 1, body)
+                    bounded = {**body, "candidate": {"profile": {
+                        "require_sandbox": False, "allowed_skill_categories": categories[:1000]}}}
+                    _run(base, f"sqlite {rows} records, 1000 categories (the bound)", 1, bounded)
+                    _run(base, f"sqlite {rows} records, no categories", 1, {**body, "candidate": {
+                        "profile": {"require_sandbox": False}}})
             finally:
                 stop(proc)
 
