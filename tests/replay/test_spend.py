@@ -129,7 +129,7 @@ async def test_after_the_log_was_pruned_such_decisions_are_unreplayable(client):
 def test_the_cli_gate_on_a_new_cost_cap(database_url: str, tmp_path: Path):
     token = "test-admin-token"
     proc, url = serve({"TOOLGATE_DATABASE_URL": database_url, "TOOLGATE_ADMIN_TOKEN": token},
-                      tmp_path / "server.log")
+                      tmp_path / "server.log", timeout=180)  # a loaded machine
     headers = {"Authorization": f"Bearer {token}"}
     try:
         with httpx.Client(base_url=url, headers=headers, timeout=30) as c:
