@@ -49,7 +49,10 @@ class Authorizer:
         """Whether checks 7/8 of this decision ask the ledger (SPEC §11): the plan has a
         cost limit, or the request names a step. Only those leave the memory-only path."""
         return (lock is not None and self.ledger is not None
-                and needs_ledger(lock.safety, request.context.step_id))
+                and (needs_ledger(lock.safety, request.context.step_id) or (
+                    # A shadow with a cost limit reads the ledger too (SPEC §17), no hold.
+                    (shadow := self.registry.shadows.get(lock.project)) is not None
+                    and needs_ledger(shadow.safety, None))))
 
     def held(self, lock: PlanLock | None) -> bool:
         """Whether check 6 of this plan asks the service's approvals (SPEC §10): its
@@ -83,7 +86,8 @@ class Authorizer:
         known = None
         if self.metered(lock, request):
             assert lock is not None and self.ledger is not None
-            if request.context.estimated_cost:  # an allow takes a hold: a write
+            if request.context.estimated_cost and needs_ledger(
+                    lock.safety, request.context.step_id):  # an allow takes a hold: a write
                 return None
             known = self.ledger.known_now(plan_id=lock.plan_id, project=lock.project,
                                           step_id=request.context.step_id)
@@ -131,7 +135,7 @@ class Authorizer:
         ctx = request.context
         profile = lock.safety
         reservation = None
-        if ctx.estimated_cost:
+        if ctx.estimated_cost and needs_ledger(profile, ctx.step_id):  # not for a shadow's read
             reservation = Reservation(self.ledger, lock.plan_id, lock.project,
                                       ctx.estimated_cost, profile.max_cost_per_plan,
                                       profile.max_total_cost)
@@ -296,9 +300,11 @@ def decide_with(
         context.total_accumulated_cost = max(context.total_accumulated_cost, known.project)
         if known.step_failures is not None:
             context.step_retry_count = max(context.step_retry_count, known.step_failures)
-        effective = {**(effective or {}), "accumulated_cost": context.accumulated_cost,
-                     "total_accumulated_cost": context.total_accumulated_cost,
-                     "step_retry_count": context.step_retry_count}
+        # Read for a shadow only: no hold, the answer cannot change; replay rebuilds it.
+        if profile is not None and needs_ledger(profile, request.context.step_id):
+            effective = {**(effective or {}), "accumulated_cost": context.accumulated_cost,
+                         "total_accumulated_cost": context.total_accumulated_cost,
+                         "step_retry_count": context.step_retry_count}
     # The skill and changeset layers answer only their write guard, registry or not.
     if (registered is None and request.layer == "runtime"
             and registry.deny_unregistered(project)):

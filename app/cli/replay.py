@@ -61,7 +61,8 @@ def render(answer: dict[str, Any]) -> list[str]:
              f"to {answer['to'] or '-'}"
              + (" (TRUNCATED: TOOLGATE_REPLAY_MAX_RECORDS reached)"
                 if answer["truncated"] else ""),
-             f"unreplayable: {lost['masked']} masked, {lost['legacy']} legacy",
+             f"unreplayable: {lost['masked']} masked, {lost['legacy']} legacy"
+             + (f", {lost['ledger']} ledger" if lost.get("ledger") else ""),
              f"changed: {answer['changed']} (allow -> deny {answer['allow_to_deny']}, "
              f"deny -> allow {answer['deny_to_allow']}, deny code changed "
              f"{answer['code_changed']})"]

@@ -24,6 +24,7 @@ from app.decisions.chain import (
 from app.decisions.records import iso
 from app.decisions.tables import RARE_KINDS, ChainHead, LogRecord, Rollup
 from app.ledger.service import OUTCOME_GROUPS, OUTCOME_JOIN
+from app.store.engine import read_only  # export and verify never take a write lock
 
 DECISION_KINDS = ("authorize", "screen", "plan", "resolve")
 EXPORT_CHUNK = 1000
@@ -337,13 +338,13 @@ async def stream(sessions: async_sessionmaker, since: datetime | None,
                  until: datetime | None, *, projects: list[str] | None = None
                  ) -> AsyncIterator[dict[str, Any]]:
     """Records in chain order, fetched in chunks: memory stays flat for any range."""
-    async with sessions() as session:
+    async with read_only(sessions) as session:
         bounds = await seq_range(session, since, until)
     if bounds is None:
         return
     cursor, last = bounds[0] - 1, bounds[1]
     while cursor < last:
-        async with sessions() as session:
+        async with read_only(sessions) as session:
             query = (select(LogRecord).where(LogRecord.seq > cursor, LogRecord.seq <= last)
                      .order_by(LogRecord.seq).limit(EXPORT_CHUNK))
             if projects is not None:
@@ -358,7 +359,7 @@ async def stream(sessions: async_sessionmaker, since: datetime | None,
 
 async def verify(sessions: async_sessionmaker, since: datetime | None,
                  until: datetime | None) -> VerifyResult:
-    async with sessions() as session:
+    async with read_only(sessions) as session:
         head = (await session.execute(select(ChainHead))).scalar_one()
         bounds = await seq_range(session, since, until)
         # Where the walk starts: the range's first record, or (for an empty window that
@@ -383,7 +384,7 @@ async def verify(sessions: async_sessionmaker, since: datetime | None,
     cursor = anchor[0]
     last = head.seq if to_head else bounds[1]
     while cursor < last and verifier.first_bad is None:
-        async with sessions() as session:
+        async with read_only(sessions) as session:
             rows = list((await session.scalars(
                 select(LogRecord).where(LogRecord.seq > cursor, LogRecord.seq <= last)
                 .order_by(LogRecord.seq).limit(EXPORT_CHUNK))).all())

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from app.policy.checks import evaluate, unregistered
+from app.policy.denies import LAYER_CHECKS
 from app.policy.model import LAYERS, Capability, Context, Layer, RegisteredTool, Tool
 from app.policy.profiles import SafetyProfile
 from app.policy.tool import MissingCapability, effective_tool
@@ -26,7 +27,10 @@ ALLOW = "allow"
 # The verdict of a call the candidate would refuse before any check: an unregistered tool
 # whose request did not say what it does is a 422 (invalid_input), never a decision.
 INVALID = "invalid_input"
-MASKED, LEGACY = "masked", "legacy"
+MASKED, LEGACY, LEDGER = "masked", "legacy", "ledger"
+# The runtime checks after the skill-category check: their denies come after its own.
+_AFTER_SKILL = frozenset(spec.name for spec in LAYER_CHECKS["runtime"][
+    [spec.name for spec in LAYER_CHECKS["runtime"]].index("skill_category") + 1:])
 
 
 def verdict(allowed: bool | None, code: str | None) -> str:
@@ -55,13 +59,22 @@ def plan_bound(action_id: str | None) -> bool:
     return action_id is not None
 
 
+def reads_spend(profile: SafetyProfile | None) -> bool:
+    """Whether checks 7/8 under `profile` read what the plan and project spent."""
+    return profile is not None and (profile.max_cost_per_plan is not None
+                                    or profile.max_total_cost is not None)
+
+
 def replay(detail: dict[str, Any], *, tool_name: str, plan_id: str | None,
            action_id: str | None, plan_profile: SafetyProfile | None,
-           candidate: Candidate) -> str:
+           candidate: Candidate, spend: tuple[float, float] | None = None) -> str:
     """The verdict ("allow" or a deny code) of one recorded decision under `candidate`.
     `plan_profile`: the plan's locked profile (plan-bound decisions, when the candidate
-    brings none). Raises Unreplayable(MASKED) when a check would read a value the record
-    masked, Unreplayable(LEGACY) when the record lacks what replay needs."""
+    brings none). `spend`: the plan's and its project's spent + held as of the decision,
+    rebuilt from the log (app/replay/spend.py; None: not known), for a record whose own
+    decision did not read the ledger. Raises Unreplayable(MASKED) when a check would read
+    a value the record masked, Unreplayable(LEDGER) when it would read a spend that is not
+    known, Unreplayable(LEGACY) when the record lacks what replay needs."""
     request = detail.get("request")
     recorded = detail.get("tool")
     if request is None or not isinstance(recorded, dict) or "path_args" not in recorded:
@@ -77,6 +90,16 @@ def replay(detail: dict[str, Any], *, tool_name: str, plan_id: str | None,
         profile = None if own is None else (candidate.profile or _profile(own))
     context = _context(detail, plan_id=plan_id, bound=bound,
                        server=settings.get("approval_mode") == "server")
+    if bound and reads_spend(candidate.profile) and "accumulated_cost" not in (
+            detail.get("effective") or {}):
+        # The decision did not read the ledger (its plan had no cost limit); the
+        # candidate's limit would: the spend as of its time, rebuilt from the log. (Under
+        # its own profile a decision is replayed as recorded: the candidate is all that
+        # changes.)
+        if spend is None:
+            raise Unreplayable(LEDGER)
+        context.accumulated_cost = max(context.accumulated_cost, spend[0])
+        context.total_accumulated_cost = max(context.total_accumulated_cost, spend[1])
     deny_unregistered = layer is Layer.RUNTIME and bool(settings.get("deny_unregistered_tools"))
     capability = request.get("capability")
     if tool_name in candidate.tools:
@@ -104,8 +127,36 @@ def replay(detail: dict[str, Any], *, tool_name: str, plan_id: str | None,
                     recorded["unsafe"], recorded["destructive"], recorded["skill_category"],
                     recorded["args"], tuple(recorded["path_args"]), recorded["registered"])
     _check_masked(masked, tool, context, profile)
-    result = evaluate(tool, context, profile, layer=layer)
+    if profile is None or not profile.allowed_skill_categories:
+        result = evaluate(tool, context, profile, layer=layer)
+        return verdict(result.allowed, result.deny.code if result.deny else None)
+    # The skill-category check costs as much as the list is long (a membership test and a
+    # message that names every category): it runs here on a set, the other checks on the
+    # profile without the list, so a record costs the same whatever the list's size.
+    stripped, allowed = prepared(profile)
+    result = evaluate(tool, context, stripped, layer=layer)
+    if layer is Layer.RUNTIME and (result.deny is None or result.deny.check in _AFTER_SKILL):
+        if tool.skill_category is None:
+            return "skill_category_missing"
+        if tool.skill_category not in allowed:
+            return "skill_category_not_allowed"
     return verdict(result.allowed, result.deny.code if result.deny else None)
+
+
+# Profiles split for replay, by identity (a candidate's, plans' locks, stateless ones).
+_PREPARED: dict[int, tuple[SafetyProfile, SafetyProfile, frozenset[str]]] = {}
+
+
+def prepared(profile: SafetyProfile) -> tuple[SafetyProfile, frozenset[str]]:
+    """`profile` without its allowed_skill_categories, and those as a set."""
+    hit = _PREPARED.get(id(profile))
+    if hit is None or hit[0] is not profile:
+        if len(_PREPARED) >= 4096:
+            _PREPARED.clear()
+        hit = _PREPARED[id(profile)] = (
+            profile, profile.model_copy(update={"allowed_skill_categories": []}),
+            frozenset(profile.allowed_skill_categories))
+    return hit[1], hit[2]
 
 
 _PROFILES: dict[bytes, SafetyProfile] = {}  # stateless requests' own profiles, by their text

@@ -5,18 +5,21 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import orjson
 from fastapi import APIRouter
 
 from app.auth.deps import PrincipalDep
 from app.auth.routing import JSONRoute
 from app.decisions.audit import record_in_transaction
-from app.kit.deps import CallerDep, Session
+from app.kit.canonical import canonical_sha256
+from app.kit.deps import CallerDep, Sessions
 from app.kit.errors import InvalidInput, NotFound
 from app.kit.openapi import errors
 from app.replay.deps import ReplayerDep
 from app.replay.engine import Candidate
 from app.replay.schemas import ReplayIn, ReplayOut
 from app.replay.service import Window
+from app.store.engine import WRITE_OPTION
 
 router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["replay"])
 
@@ -31,11 +34,13 @@ def _utc(moment: datetime, field: str) -> datetime:
 
 @router.post("/replay", response_model=ReplayOut, response_model_by_alias=True,
              responses=errors(404), summary="Re-evaluate stored decisions under a candidate")
-async def replay(body: ReplayIn, session: Session, principal: PrincipalDep,
+async def replay(body: ReplayIn, sessions: Sessions, principal: PrincipalDep,
                  replayer: ReplayerDep, caller: CallerDep) -> dict:
     """Every stored authorize decision in `[since, until)` (and the filters), re-evaluated
     from its recorded inputs with the candidate in place of what it replaces. Changes
-    nothing; writes one audit record (kind `replay`) of itself."""
+    nothing; writes one audit record (kind `replay`) of itself, at the end, in a short
+    write transaction of its own: the replay itself only reads, in read-only sessions, and
+    never holds a write lock (the non-GET routes' `Session` would take SQLite's)."""
     since = _utc(body.since, "since")
     until = _utc(body.until, "until") if body.until is not None else datetime.now(UTC)
     if since >= until:
@@ -47,11 +52,18 @@ async def replay(body: ReplayIn, session: Session, principal: PrincipalDep,
                     tool=body.tool, projects=principal.project_list())
     candidate = Candidate(profile=body.candidate.profile, tools=body.candidate.registered())
     answer = await replayer.run(window, candidate, examples=body.examples)
-    await record_in_transaction(session, caller, "replay", project=body.project, detail={
-        "window": {"since": since.isoformat(), "until": until.isoformat(),
-                   "project": body.project, "plan_id": body.plan_id, "tool": body.tool},
-        "candidate": body.candidate.model_dump(mode="json"),
-        "result": {k: answer[k] for k in ("checked", "changed", "allow_to_deny",
-                                          "deny_to_allow", "code_changed", "unreplayable",
-                                          "truncated")}})
+    sent = body.candidate.model_dump(mode="json")
+    async with sessions() as session, session.begin():
+        await session.connection(execution_options={WRITE_OPTION: True})
+        await record_in_transaction(session, caller, "replay", project=body.project, detail={
+            "window": {"since": since.isoformat(), "until": until.isoformat(),
+                       "project": body.project, "plan_id": body.plan_id, "tool": body.tool},
+            # What identifies the candidate, not a copy of it (up to the body's size).
+            "candidate": {"sha256": canonical_sha256(sent), "bytes": len(orjson.dumps(sent)),
+                          "profile": body.candidate.profile is not None,
+                          "tools": len(body.candidate.tools),
+                          "skills": len(body.candidate.skills)},
+            "result": {k: answer[k] for k in ("checked", "changed", "allow_to_deny",
+                                              "deny_to_allow", "code_changed",
+                                              "unreplayable", "truncated")}})
     return answer

@@ -9,10 +9,21 @@ from pydantic import BaseModel, Field
 
 from app.kit.schemas import DateTime, Name, Strict
 from app.policy.model import RegisteredTool
-from app.policy.profiles import SafetyProfile
+from app.policy.profiles import CategoryName, SafetyProfile
 from app.registry.schemas import SkillIn, ToolDefIn
 
+# The most a candidate may hold (docs/replay.md): 1,000 tools, 1,000 skills and 1,000
+# allowed_skill_categories (as a skill's unsafe_phrases), each category at most 200
+# characters (CategoryName); each tool body within PUT /v1/tools' own bounds (path_args
+# <= 100), and the whole body within TOOLGATE_MAX_BODY_BYTES.
 MAX_CANDIDATE_ENTRIES = 1000
+
+
+class CandidateProfile(SafetyProfile):
+    """A SafetyProfile within the candidate's bounds."""
+
+    allowed_skill_categories: Annotated[list[CategoryName], Field(
+        max_length=MAX_CANDIDATE_ENTRIES)] = Field(default_factory=list)
 
 
 class CandidateIn(Strict):
@@ -21,7 +32,7 @@ class CandidateIn(Strict):
     `skills` are checked and accepted for symmetry with the registry; authorize decisions
     do not read skills (screening does), so they change no verdict here."""
 
-    profile: SafetyProfile | None = None
+    profile: CandidateProfile | None = None
     tools: Annotated[dict[Name, ToolDefIn | None],
                      Field(max_length=MAX_CANDIDATE_ENTRIES)] = Field(default_factory=dict)
     skills: Annotated[dict[Name, SkillIn | None],
@@ -69,6 +80,7 @@ class Example(BaseModel):
 class Unreplayable(BaseModel):
     masked: int
     legacy: int
+    ledger: int  # a candidate's cost limit would read a spend the log cannot rebuild
 
 
 class ReplayOut(BaseModel):

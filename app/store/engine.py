@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import AsyncIterator
 
 from sqlalchemy import event, text
 from sqlalchemy.exc import DisconnectionError
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
 
 from app.config import Settings
 
@@ -105,6 +111,20 @@ def _terminate(driver_connection) -> None:  # type: ignore[no-untyped-def]
 
 def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker:
     return async_sessionmaker(engine, expire_on_commit=False)
+
+
+@contextlib.asynccontextmanager
+async def read_only(sessions: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
+    """A session for work that only reads (replay, export, verify): it never takes a write
+    lock, so it never delays a decision however long it runs. SQLite: a deferred BEGIN,
+    which reads a WAL snapshot beside the writer (never BEGIN IMMEDIATE, see
+    `_sqlite_begin`). Postgres: a READ ONLY transaction, which the server refuses to let
+    write. What such work records of itself (replay's audit record) is written at the end,
+    in a short write transaction of its own."""
+    async with sessions() as session:
+        if session.bind.dialect.name == "postgresql":
+            await session.connection(execution_options={"postgresql_readonly": True})
+        yield session
 
 
 async def get_locked(session, model, key):  # type: ignore[no-untyped-def]

@@ -8,9 +8,10 @@ import copy
 
 import pytest
 
-from app.policy.model import RegisteredTool
+from app.policy.checks import evaluate
+from app.policy.model import Context, RegisteredTool, Tool
 from app.policy.profiles import SafetyProfile
-from app.replay.engine import LEGACY, MASKED, Candidate, Unreplayable, replay
+from app.replay.engine import LEDGER, LEGACY, MASKED, Candidate, Unreplayable, replay
 
 CONTEXT = {"plan_id": None, "sandbox_id": "sb", "sandbox_root": "/srv/sb",
            "plan_read_only": False, "require_checkpoints": False, "accumulated_cost": 0.0,
@@ -31,9 +32,10 @@ PROFILE = SafetyProfile(max_cost_per_plan=10.0, max_total_cost=100.0,
 UNCHANGED = Candidate()
 
 
-def _replay(detail, candidate=UNCHANGED, profile=PROFILE, action_id="act"):
+def _replay(detail, candidate=UNCHANGED, profile=PROFILE, action_id="act",
+            spend=(0.0, 0.0)):
     return replay(detail, tool_name="fs.write", plan_id="p-1", action_id=action_id,
-                  plan_profile=profile, candidate=candidate)
+                  plan_profile=profile, candidate=candidate, spend=spend)
 
 
 def _with(**changes):
@@ -110,3 +112,53 @@ def test_the_request_path_args_stay_checked_under_a_candidate_registry_entry():
     entry = RegisteredTool(name="fs.write", writes=True, checkpointable=True, unsafe=False)
     assert _replay(escaping) == "sandbox_path_escape"
     assert _replay(escaping, Candidate(tools={"fs.write": entry})) == "sandbox_path_escape"
+
+
+def test_a_candidate_cost_limit_reads_the_spend_as_of_the_decision():
+    # The plan had no cost limit, so its decision did not read the ledger: the spend the
+    # log gives (app/replay/spend.py) is what a candidate's limit is checked against.
+    capped = Candidate(profile=SafetyProfile(require_sandbox=False, max_total_cost=1.0))
+    assert _replay(DETAIL, capped, spend=(10.0, 10.0)) == "total_cost_limit_exceeded"
+    assert _replay(DETAIL, capped, spend=(0.5, 0.5)) == "allow"
+    per_plan = Candidate(profile=SafetyProfile(require_sandbox=False, max_cost_per_plan=2.0))
+    assert _replay(DETAIL, per_plan, spend=(3.0, 3.0)) == "plan_cost_limit_exceeded"
+    # The agent's own, higher figure still counts (the larger of the two, as live).
+    sent = _with(context={**CONTEXT, "accumulated_cost": 5.0})
+    assert _replay(sent, per_plan, spend=(0.0, 0.0)) == "plan_cost_limit_exceeded"
+    # Not known (a pruned log): unreplayable, never unchanged.
+    with pytest.raises(Unreplayable) as raised:
+        _replay(DETAIL, capped, spend=None)
+    assert raised.value.reason == LEDGER
+    # A decision that read the ledger itself is replayed on what it read.
+    metered = _with(effective={"accumulated_cost": 0.0, "total_accumulated_cost": 0.0,
+                               "step_retry_count": 0})
+    assert _replay(metered, capped, spend=None) == "allow"
+    # Without a cost limit in the candidate nothing reads the spend.
+    assert _replay(DETAIL, Candidate(profile=SafetyProfile(require_sandbox=False)),
+                   spend=None) == "allow"
+
+
+CATEGORIES = [f"c{i:04d}" for i in range(1000)]
+
+
+@pytest.mark.parametrize("category", [None, "c0999", "other"])
+@pytest.mark.parametrize("tool_fields", [
+    {}, {"unsafe": True}, {"checkpointable": False}, {"writes": False},
+])
+@pytest.mark.parametrize("sandbox", ["sb", ""])
+def test_a_long_category_list_gives_the_verdict_the_core_gives(category, tool_fields,
+                                                               sandbox):
+    # Replay checks the categories on a set, the other checks without the list: the
+    # verdict must be the core's own, whichever check comes first.
+    profile = SafetyProfile(allowed_skill_categories=CATEGORIES, require_checkpoints=True)
+    recorded = {**DETAIL["tool"], "skill_category": category, **tool_fields}
+    detail = _with(tool=recorded, context={**CONTEXT, "sandbox_id": sandbox,
+                                           "require_checkpoints": True})
+    core = evaluate(Tool("fs.write", recorded["writes"], recorded["checkpointable"],
+                         recorded["unsafe"], recorded["destructive"], category,
+                         recorded["args"], ("path",), True),
+                    Context("p-1", sandbox or None, "/srv/sb", {}, False, True, {}),
+                    profile)
+    expected = "allow" if core.allowed else core.deny.code
+    assert _replay(detail, Candidate(profile=profile)) == expected
+    assert _replay(detail, profile=profile) == expected

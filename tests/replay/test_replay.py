@@ -134,7 +134,9 @@ async def test_replay_writes_one_audit_record_and_nothing_else(client):
     (record,) = r.json()["items"]
     assert record["project"] == "web"
     assert record["detail"]["result"]["checked"] == answer["checked"]
-    assert record["detail"]["candidate"]["profile"]["require_sandbox"] is True
+    # The candidate is identified (digest, size), not copied (issue 30 item 2).
+    assert record["detail"]["candidate"]["profile"] is True
+    assert len(record["detail"]["candidate"]["sha256"]) == 64
     assert (await client.get("/v1/audit/verify")).json()["ok"] is True
 
 
