@@ -20,7 +20,7 @@ rendering errors with the one envelope. So the answer, headers included, is the 
 either way (tests/toolgate_uvicorn/test_protocol.py; the decision cases and bad inputs run through
 this protocol too).
 
-It also holds the HTTP edge's limits (app/kit/edge.py, the app's `edge`), for every
+It also holds the HTTP edge's limits (app/edge/limits.py, the app's `edge`), for every
 request: a head past its size (431) or not complete within its deadline, a body not
 complete within its deadline (408), a connection idle too long (also a new one that sends
 nothing), a connection past the worker's cap (the one waiting longest on its client is
@@ -36,7 +36,7 @@ connection, and a client still sending would never read its answer.
 Why one module of ~650 lines: it is one subclass of uvicorn's protocol whose overrides
 (data_received, on_headers_complete, on_message_complete, timers, connection_lost) share
 per-connection state; the limits' policy (sizes, deadlines, the cap's choice of whom to
-close) is kept outside it, in app/kit/edge.py, and tested there and here.
+close) is kept outside it, in app/edge/limits.py, and tested there and here.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from uvicorn.protocols.utils import get_client_addr
 
 if TYPE_CHECKING:
     from app.authorize.hotpath import FastAuthorize
-    from app.decisions.log import RecordingFailed
+    from app.log.decision_log import RecordingFailed
 
 log = logging.getLogger("toolgate")
 
@@ -79,7 +79,7 @@ IDLE, HEAD, BODY, WAIT, DISCARD, LINGER, REFUSED = range(7)
 
 class _EdgeDefaults:
     """The edge's limits for an app that brings none (not a ToolgateApp): the defaults of
-    app.kit.edge.EdgeLimits, which a test keeps equal."""
+    app.edge.limits.EdgeLimits, which a test keeps equal."""
 
     max_header_bytes = 16 * 1024
     max_headers = 100
@@ -97,7 +97,7 @@ class _Stop(Exception):
 
 
 # X-Request-ID: the client's when it sent one of at most this size (httptools refuses
-# control characters in a value), else generated like app.kit.logs.new_request_id: a
+# control characters in a value), else generated like app.edge.logs.new_request_id: a
 # random prefix of this module's own and a counter (unique without a draw per request).
 _MAX_REQUEST_ID = 200
 _id_prefix = [os.urandom(6).hex(), os.getpid()]
@@ -301,7 +301,7 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
         self.url, self.headers, self.expect_100_continue = url, headers, expect
         self.scope["headers"] = headers
         # This head was counted against the edge's limits as it arrived (on_header): the
-        # app need not count it again (app/kit/edge.py HEAD_CHECKED).
+        # app need not count it again (app/edge/limits.py HEAD_CHECKED).
         self.scope["toolgate.head_checked"] = True
 
     def on_headers_complete(self) -> None:
@@ -406,8 +406,8 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
             if error is None:
                 self._finish(cycle, self._ok(cycle, body), number)
                 return
-            from app.decisions.audit import not_recorded
-            from app.kit import handlers
+            from app.edge import handlers
+            from app.log.audit import not_recorded
 
             exc = not_recorded(error)
             response = handlers.envelope(exc.status, exc.code, exc.message, exc.details,
@@ -604,7 +604,7 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
     def _refuse_head(self, *, too_many: bool) -> None:
         """431 for a head past the limits, then the connection closes (lingering: the
         client may still be sending it)."""
-        from app.kit import edge as limits
+        from app.edge import limits
 
         exc = limits.too_many_headers(self._edge) if too_many else \
             limits.head_too_large(self._edge)
@@ -684,7 +684,7 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
                tuple((details or {}).items()))
         rendered = _rendered.get(key)
         if rendered is None:
-            from app.kit.handlers import envelope
+            from app.edge.handlers import envelope
 
             response = envelope(status, code, message, details, headers=headers or None)
             rendered = b"".join([b"%s: %s\r\n" % pair for pair in response.raw_headers]

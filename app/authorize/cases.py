@@ -16,9 +16,9 @@ from pydantic import BaseModel, ValidationError
 from app.authorize.deps import AuthorizerDep
 from app.authorize.schemas import AuthorizeIn
 from app.authorize.service import decide
-from app.kit.bodies import bad, parse_items
-from app.kit.errors import ToolgateError
-from app.kit.handlers import validation_details
+from app.edge.bodies import bad, parse_items
+from app.edge.errors import ToolgateError
+from app.edge.handlers import validation_details
 from app.kit.schemas import Strict
 from app.policy.tool import MissingCapability
 

@@ -4,13 +4,13 @@ Every agent calls this before every tool call, so it skips what FastAPI adds per
 (dependency solving, thread-pool hops for sync dependencies, request/response wrappers).
 The steps are the FastAPI route's (app/authorize/routes.py), made of the same functions:
 
-  body limit (kit.middleware) -> key (auth.access.bearer_secret, the Authenticator: 401,
+  body limit (edge.middleware) -> key (auth.access.bearer_secret, the Authenticator: 401,
   429) -> role (auth.access.require_role: 403) -> decode: msgspec's one pass over the raw
-  body (authorize/wire.py), else strict JSON (kit.middleware.strict_json: 422
+  body (authorize/wire.py), else strict JSON (edge.middleware.strict_json: 422
   invalid_json) then AuthorizeIn's validation (422 naming fields) -> Authorizer.decide
   (scope 404, the core) -> the recorder (503 when it cannot be recorded) -> answer.
 
-Errors are rendered by kit.handlers.render, the one mapping every route uses, so the
+Errors are rendered by edge.handlers.render, the one mapping every route uses, so the
 envelope is identical; the decision cases and bad inputs run through both paths.
 """
 
@@ -29,12 +29,12 @@ from app.auth.keys import hash_secret
 from app.auth.roles import rule_for
 from app.authorize.service import Authorizer
 from app.authorize.wire import decode_authorize, decode_authorize_json
-from app.decisions.audit import not_recorded
-from app.decisions.log import RecordingFailed
+from app.edge.handlers import render
+from app.edge.logs import access, envelope_code, request_id_of
+from app.edge.middleware import body_from, refuse_declared, strict_json, too_large
 from app.kit.caller import Caller
-from app.kit.handlers import render
-from app.kit.logs import access, envelope_code, request_id_of
-from app.kit.middleware import body_from, refuse_declared, strict_json, too_large
+from app.log.audit import not_recorded
+from app.log.decision_log import RecordingFailed
 
 log = logging.getLogger("toolgate")
 

@@ -6,15 +6,15 @@ import orjson
 from fastapi import APIRouter, Response
 
 from app.auth.deps import PrincipalDep
-from app.auth.routing import BatchRoute, JSONRoute
 from app.authorize.deps import AuthorizerDep
 from app.authorize.schemas import AuthorizeBatchIn, AuthorizeIn, DecisionBatchOut, DecisionOut
 from app.authorize.service import check_authorize
-from app.decisions.audit import record_decisions
-from app.decisions.deps import DecisionLogDep
+from app.edge.errors import ToolgateError
+from app.edge.openapi import errors
+from app.edge.routing import BatchRoute, JSONRoute
 from app.kit.deps import CallerDep
-from app.kit.errors import ToolgateError
-from app.kit.openapi import errors
+from app.log.audit import record_decisions
+from app.log.deps import DecisionLogDep
 from app.policy.denies import errors_document
 from app.policy.tool import MissingCapability
 

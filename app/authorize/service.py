@@ -14,11 +14,11 @@ from app.auth.keys import Principal
 from app.auth.scope import require_plan, stateless_forbidden
 from app.authorize.schemas import AuthorizeIn
 from app.authorize.wire import AuthorizeWire
-from app.decisions.records import mask
+from app.edge.errors import Unavailable
 from app.kit.caller import Caller, new_decision_id
 from app.kit.canonical import canonical_sha256
-from app.kit.errors import Unavailable
 from app.ledger.service import Known, Ledger, Reservation, needs_ledger
+from app.log.records import mask
 from app.plans.service import PlanCache, PlanLock
 from app.policy.checks import evaluate, unregistered
 from app.policy.model import LAYERS, Context, Tool, Verdict

@@ -81,8 +81,8 @@ def serve(
     if settings.is_sqlite:
         _bootstrap_admin_key(settings)
     workers = workers or settings.workers
-    from app.kit.edge import raise_open_file_limit
-    from app.kit.logs import log_config
+    from app.edge.limits import raise_open_file_limit
+    from app.edge.logs import log_config
 
     raise_open_file_limit()  # the workers inherit it; the connection cap is fitted to it
     with _metrics_folder(settings), _shared_writer(settings, workers):
@@ -123,8 +123,8 @@ def _metrics_folder(settings: Settings) -> Iterator[None]:
 def _edge_options(settings: Settings) -> dict[str, object]:
     """The HTTP protocol and the edge's settings uvicorn applies itself: the keep-alive
     wait, and under uvicorn's own protocol the connection cap as its `limit_concurrency`
-    (the plug-in enforces the cap and the other limits itself: app/kit/edge.py)."""
-    from app.kit.edge import connection_cap
+    (the plug-in enforces the cap and the other limits itself: app/edge/limits.py)."""
+    from app.edge.limits import connection_cap
 
     http = _http_protocol(settings)
     options: dict[str, object] = {"http": http,
@@ -159,7 +159,7 @@ def _shared_writer(settings: Settings, workers: int) -> Iterator[None]:
     if workers <= 1 or not settings.decision_log_enabled:
         yield
         return
-    from app.decisions.writer.start import WRITER_SOCKET_ENV, start_shared_writer
+    from app.log.writer.start import WRITER_SOCKET_ENV, start_shared_writer
 
     folder = tempfile.mkdtemp(prefix="toolgate-")  # mode 0700: only this user connects
     socket_path = os.path.join(folder, "decision-log.sock")

@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 from fastapi import APIRouter
 
 from app.auth.deps import PrincipalDep
-from app.auth.routing import JSONRoute
-from app.decisions.audit import record_in_transaction
+from app.edge.errors import InvalidInput, NotFound
+from app.edge.openapi import errors
+from app.edge.routing import JSONRoute
 from app.kit.deps import CallerDep, Session
-from app.kit.errors import InvalidInput, NotFound
-from app.kit.openapi import errors
+from app.log.audit import record_in_transaction
 from app.replay.deps import ReplayerDep
 from app.replay.engine import Candidate
 from app.replay.schemas import ReplayIn, ReplayOut

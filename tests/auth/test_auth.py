@@ -26,8 +26,8 @@ from app.auth.ratelimit import RateLimiter
 from app.auth.roles import Role, matrix_markdown
 from app.auth.tables import ApiKey
 from app.config import Settings
-from app.decisions.tables import LogRecord
-from app.kit.errors import RateLimited, Unauthorized
+from app.edge.errors import RateLimited, Unauthorized
+from app.log.tables import LogRecord
 from app.main import create_app
 from tests.conftest import ADMIN_HEADERS, ADMIN_TOKEN, PG_DSN
 from tests.serving import serve, stop

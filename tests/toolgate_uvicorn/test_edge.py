@@ -1,5 +1,5 @@
 """The HTTP edge in `toolgate serve`'s protocol (toolgate_uvicorn/protocol.py) and in the app
-(app/kit/edge.py): head size (431), the header, body and keep-alive deadlines (408, close),
+(app/edge/limits.py): head size (431), the header, body and keep-alive deadlines (408, close),
 the connection cap (the connection waiting longest on its client closed, else 503), and an
 answer given before the body was read (413) reaching a client that is still sending.
 
@@ -17,8 +17,8 @@ from uvicorn.server import ServerState
 
 from app.cli.main import _edge_options
 from app.config import Settings
-from app.kit.edge import EdgeLimits, check_head, connection_cap
-from app.kit.errors import HeadersTooLarge
+from app.edge.errors import HeadersTooLarge
+from app.edge.limits import EdgeLimits, check_head, connection_cap
 from app.main import create_app
 from tests.conftest import ADMIN_TOKEN
 from tests.uvicorn_wire import Recording, answered, connect, responses

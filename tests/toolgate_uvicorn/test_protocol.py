@@ -14,8 +14,8 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from app.authorize import hotpath as fastpath
-from app.decisions import log as decision_log
-from app.decisions.log import RecordingFailed
+from app.log import decision_log as decision_log
+from app.log.decision_log import RecordingFailed
 from app.main import create_app
 from tests.conftest import ADMIN_TOKEN
 from tests.uvicorn_wire import Recording, answered, connect, responses
