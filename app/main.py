@@ -21,6 +21,7 @@ from app.auth.repository import KEYS_CHANNEL
 from app.auth.routes import router as keys_router
 from app.authorize.cases import router as test_router
 from app.authorize.hotpath import FastAuthorize
+from app.authorize.pipeline import Pipeline
 from app.authorize.routes import batch_router
 from app.authorize.routes import router as decide_router
 from app.authorize.service import Authorizer
@@ -130,6 +131,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state.auth, state.plans, state.registry = auth, plans, registry
         state.profiles = ProfileService(shadows=ShadowProjects(registry))
         state.authorizer, state.decision_log, state.notifier = authorizer, decision_log, notifier
+        # The one decision entry point every transport of /v1/authorize-tool calls.
+        state.pipeline = Pipeline(authorizer=authorizer, authenticator=auth.authenticator,
+                                  rate_limiter=auth.rate_limiter, limit=settings.max_body_bytes)
         state.approvals, state.background = approvals, background
         state.ledger = ledger
         state.replayer = Replayer(sessions=sessions, plans=plans,
@@ -139,8 +143,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                                    settings.db_timeout_seconds)
         if isinstance(app, ToolgateApp) and app.fast_path is not None:
             # The transport gets the decision log as its recorder, wired here.
-            app.fast_path.attach(authorizer=authorizer, authenticator=auth.authenticator,
-                                 rate_limiter=auth.rate_limiter, decision_log=decision_log,
+            app.fast_path.attach(pipeline=state.pipeline, decision_log=decision_log,
                                  tally=app.tally, access_log=settings.access_log)
         # Everything allocated so far lives as long as the process: keep it out of the
         # cyclic GC's full collections, which otherwise walk ~120k start-up objects

@@ -120,16 +120,22 @@ def _metrics_folder(settings: Settings) -> Iterator[None]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+# uvicorn's own httptools protocol inside the edge's guard (app/edge/guard.py): the
+# header and body deadlines, the idle first wait and the connection cap hold on it too.
+GUARDED = "app.edge.guard:Guarded"
+
+
 def _edge_options(settings: Settings) -> dict[str, object]:
     """The HTTP protocol and the edge's settings uvicorn applies itself: the keep-alive
     wait, and under uvicorn's own protocol the connection cap as its `limit_concurrency`
-    (the plug-in enforces the cap and the other limits itself: app/edge/limits.py)."""
+    (the plug-in enforces the cap and the other limits itself, the guard around uvicorn's
+    protocol the deadlines and the cap: app/edge/limits.py)."""
     from app.edge.limits import connection_cap
 
     http = _http_protocol(settings)
     options: dict[str, object] = {"http": http,
                                   "timeout_keep_alive": settings.keep_alive_seconds}
-    if http == "httptools":
+    if http == GUARDED:
         options["limit_concurrency"] = connection_cap(settings)
     return options
 
@@ -137,16 +143,17 @@ def _edge_options(settings: Settings) -> dict[str, object]:
 def _http_protocol(settings: Settings) -> str:
     """uvicorn's httptools protocol with the hot route answered in it (the toolgate_uvicorn
     plug-in: every other request is served exactly as by uvicorn), where that plug-in was
-    tested with the installed uvicorn; uvicorn's own httptools protocol otherwise."""
+    tested with the installed uvicorn; uvicorn's own httptools protocol, guarded,
+    otherwise."""
     if settings.http_protocol == "uvicorn":
-        return "httptools"
+        return GUARDED
     from toolgate_uvicorn import protocol_for
 
     plugin = protocol_for()
     if plugin is None:
         typer.echo("toolgate: the installed uvicorn is not one the hot-route plug-in was "
                    "tested with; serving on uvicorn's own httptools protocol", err=True)
-        return "httptools"
+        return GUARDED
     return plugin
 
 

@@ -105,7 +105,7 @@ async def test_a_key_revoked_after_use_is_refused_on_the_hot_route(both_paths):
 
 
 def test_the_hot_routes_hash_memory_is_bounded():
-    from app.authorize import hotpath as fastpath
+    from app.authorize import pipeline as fastpath
 
     headers = [f"Bearer tg_{n:040d}".encode() for n in range(fastpath._HASHES_MAX * 3)]
     for header in headers:

@@ -242,7 +242,7 @@ def test_serve_gives_uvicorns_own_protocol_the_cap_and_both_the_keep_alive_wait(
     plugin = _edge_options(Settings(keep_alive_seconds=7))
     assert plugin["timeout_keep_alive"] == 7 and "limit_concurrency" not in plugin
     plain = _edge_options(Settings(http_protocol="uvicorn", max_connections=300))
-    assert plain["http"] == "httptools" and plain["timeout_keep_alive"] == 5
+    assert plain["http"] == "app.edge.guard:Guarded" and plain["timeout_keep_alive"] == 5
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     assert plain["limit_concurrency"] == min(300, connection_cap(Settings(), soft))
 
