@@ -18,6 +18,7 @@ from app.log.writer.loop import Source, Writer, groups
 from app.log.writer.postgres import PostgresStore
 from app.log.writer.sqlite import SQLiteStore
 from app.store import migrate
+from tests.waiting import until
 
 
 def _record(decision_id: str) -> dict:
@@ -428,15 +429,13 @@ async def test_an_inline_writer_that_stops_on_a_bug_takes_its_summaries_with_it(
         first._source._answer = bug  # type: ignore[method-assign]
         with pytest.raises(RecordingFailed):
             await asyncio.wait_for(log.write([_record("b")]), 5)
-        await asyncio.sleep(0.1)
-        assert first.running.done() and first.writer.store.summariser._task is None
+        await until(lambda: first.running.done()
+                    and first.writer.store.summariser._task is None, "the writer stopped")
         await log.write([_record("c")])  # a new writer, with summaries of its own
-        await asyncio.sleep(0.2)
-        assert len(summaries() - before) == 1
+        await until(lambda: len(summaries() - before) == 1, "the new writer's summaries")
     finally:
         await log.close()
-    await asyncio.sleep(0.05)
-    assert not summaries() - before
+    await until(lambda: not summaries() - before, "no summaries left running")
 
 
 async def _server_configures_wal_init_zero(postgres_url: str) -> None:

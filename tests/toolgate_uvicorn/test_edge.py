@@ -22,6 +22,7 @@ from app.edge.limits import EdgeLimits, check_head, connection_cap
 from app.main import create_app
 from tests.conftest import ADMIN_TOKEN
 from tests.uvicorn_wire import Recording, answered, connect, responses
+from tests.waiting import until
 from toolgate_uvicorn import protocol
 from toolgate_uvicorn.protocol import ToolgateHttpToolsProtocol
 
@@ -139,7 +140,9 @@ async def test_a_body_not_complete_within_its_deadline_is_408_and_closed(app, ta
         status, _, error = _error(transport)
         assert status == 408 and "body" in error["message"]
         assert transport.closed_after == 1
-    await asyncio.sleep(0.05)  # the ASGI task saw the client go and wrote nothing more
+    # The ASGI task sees the client go and ends, writing nothing more (Recording refuses
+    # a write after close).
+    await until(lambda: not proto.tasks, "the ASGI task ended")
     assert tasks == ["/v1/plans"]
 
 
@@ -168,8 +171,7 @@ async def test_a_request_waiting_for_its_answer_has_no_deadline_of_ours(app, mon
     transport = Recording()
     proto = connect(app, ToolgateHttpToolsProtocol, transport)
     proto.data_received(_request())
-    await asyncio.sleep(0.01)
-    assert proto._phase == protocol.WAIT
+    await until(lambda: proto._phase == protocol.WAIT, "the request waits for its answer")
     _overdue(proto, 3600)
     assert transport.closed_after is None and transport.writes == []
     release.set()
