@@ -57,6 +57,7 @@ install: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check app toolgate_uvicorn tests migrations clients/python bench
 	$(BIN)/hadolint Dockerfile
+	$(BIN)/lint-imports
 
 # After changing dependencies in a pyproject: resolve again and write uv.lock.
 lock: | $(UV)

@@ -1,22 +1,20 @@
-"""Each process's background round (wiring, like main.py): expire lapsed approvals, charge
-lapsed cost holds, turn
-new log records into webhook deliveries, send the due ones. Every step is safe to run on
-every replica at once (conditional updates, leases); a failing round is logged and the
-next one runs."""
+"""Each process's periodic work, wired like main.py: every feature's jobs (its tasks.py)
+run by one small scheduler (app/kit/scheduler.py), each job on its own, so one failing
+(a sweep on a database that refuses it) stops no other (webhook delivery). Every job is
+safe to run on every replica at once (conditional updates, leases)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
 from typing import Any
 
+from app.approvals import tasks as approval_tasks
 from app.approvals.service import ApprovalService
 from app.config import Settings
+from app.kit.scheduler import Scheduler
+from app.ledger import tasks as ledger_tasks
 from app.ledger.service import Ledger
+from app.webhooks import tasks as webhook_tasks
 from app.webhooks.service import Webhooks
-
-log = logging.getLogger("toolgate.background")
 
 
 class Background:
@@ -26,42 +24,25 @@ class Background:
         self.ledger = ledger
         self.webhooks = Webhooks(sessions, timeout=settings.webhook_timeout_seconds,
                                  max_attempts=settings.webhook_max_attempts)
-        self.interval = settings.webhook_poll_seconds
-        self._task: asyncio.Task[None] | None = None
-        self.rounds = 0
+        # Each job as often as the one round ran before them (TOOLGATE_WEBHOOK_POLL_SECONDS).
+        interval = settings.webhook_poll_seconds
+        jobs = approval_tasks.jobs(approvals, interval=interval)
+        if ledger is not None:
+            jobs += ledger_tasks.jobs(ledger, interval=interval)
+        jobs += webhook_tasks.jobs(self.webhooks, interval=interval)
+        self.scheduler = Scheduler(jobs)
+
+    @property
+    def jobs(self) -> dict[str, Any]:
+        return {job.name: job for job in self.scheduler.jobs}
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="toolgate-background")
-
-    async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-        await self.webhooks.close()
+        self.scheduler.start()
 
     async def run_once(self) -> None:
-        await self.approvals.sweep()
-        if self.ledger is not None:
-            await self.ledger.sweep()  # lapsed holds charged as spent (SPEC §11)
-        await self.webhooks.enqueue()
-        while await self.webhooks.deliver_due():
-            pass
+        """Every job once, each whatever the others did."""
+        await self.scheduler.run_once()
 
-    async def _run(self) -> None:
-        failures = 0
-        while True:
-            try:
-                await self.run_once()
-                failures = 0
-            except asyncio.CancelledError:
-                raise
-            except Exception as failed:
-                failures += 1
-                # Once, then every 100th: a database that is down must not flood the log.
-                if failures == 1 or failures % 100 == 0:
-                    log.warning("background round failed (%d in a row): %s", failures, failed)
-            self.rounds += 1
-            await asyncio.sleep(self.interval)
+    async def close(self) -> None:
+        await self.scheduler.close()
+        await self.webhooks.close()

@@ -91,7 +91,7 @@ class Settings(BaseSettings):
     metrics_max_tools: int = Field(default=50, ge=0, le=10_000)
     metrics_max_projects: int = Field(default=50, ge=0, le=10_000)
 
-    # The HTTP edge (app/kit/edge.py, docs/deployment.md "Slow and oversized requests").
+    # The HTTP edge (app/edge/limits.py, docs/deployment.md "Slow and oversized requests").
     # A request's target and header names and values, in bytes, and its number of headers:
     # past either, 431. The deadlines: a request's headers within header_timeout of its
     # first byte, its body within body_timeout of the end of its headers (else 408 and the

@@ -14,41 +14,44 @@ from app import __version__
 from app.approvals.routes import router as approvals_router
 from app.approvals.service import CHANNEL as APPROVALS_CHANNEL
 from app.approvals.service import ApprovalService
-from app.auth.deps import AuthState, authorize
+from app.auth.deps import AuthState, authenticate_early, authorize
 from app.auth.keys import Authenticator, KeyCache
 from app.auth.ratelimit import RateLimiter
 from app.auth.repository import KEYS_CHANNEL
 from app.auth.routes import router as keys_router
 from app.authorize.cases import router as test_router
 from app.authorize.hotpath import FastAuthorize
+from app.authorize.pipeline import Pipeline
 from app.authorize.routes import batch_router
 from app.authorize.routes import router as decide_router
 from app.authorize.service import Authorizer
 from app.background import Background
 from app.config import Settings
 from app.decisions import reader as log_reader
-from app.decisions.log import DecisionLog
 from app.decisions.routes import router as decisions_router
-from app.decisions.writer.start import WRITER_SOCKET_ENV
+from app.edge import handlers, openapi
+from app.edge.limits import HEAD_CHECKED, EdgeLimits, check_head
+from app.edge.middleware import BodyLimit
+from app.edge.observe import observed
 from app.health.routes import router as health_router
-from app.kit import handlers, openapi
-from app.kit.edge import HEAD_CHECKED, EdgeLimits, check_head
-from app.kit.middleware import BodyLimit
 from app.kit.notify import Notifier
-from app.kit.observe import observed
 from app.ledger.reader import for_database as ledger_reader
 from app.ledger.routes import router as ledger_router
 from app.ledger.service import Ledger
+from app.log.decision_log import DecisionLog
+from app.log.writer.start import WRITER_SOCKET_ENV
 from app.ops.routes import TOKEN_ERRORS
 from app.ops.routes import router as ops_router
 from app.ops.service import Metrics
+from app.plans import repository as plan_repo
 from app.plans.routes import router as plans_router
 from app.plans.service import PlanCache
 from app.profiles.routes import router as config_router
+from app.profiles.service import ProfileService
 from app.registry.repository import REGISTRY_CHANNEL
 from app.registry.routes import router as registry_router
 from app.registry.routes import safety_test_router
-from app.registry.service import RegistryCache
+from app.registry.service import RegistryCache, ShadowProjects
 from app.replay.routes import router as replay_router
 from app.replay.service import Replayer
 from app.store import migrate
@@ -103,7 +106,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         notifier.subscribe(APPROVALS_CHANNEL, approvals.wake)
         ledger = Ledger(sessions, hold_seconds=settings.cost_hold_seconds,
                         reader=ledger_reader(settings.database_url,
-                                             settings.db_timeout_seconds))
+                                             settings.db_timeout_seconds),
+                        plan_of=plan_repo.get_plan)
         authorizer = Authorizer(sessions=sessions, plans=plans, registry=registry,
                                 masked=settings.masked, approvals=approvals, ledger=ledger)
         await notifier.start()
@@ -126,7 +130,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state.schema_head = migrate.head(settings.database_url)
         state.known_revisions = migrate.known_revisions(settings.database_url)
         state.auth, state.plans, state.registry = auth, plans, registry
+        state.profiles = ProfileService(shadows=ShadowProjects(registry))
         state.authorizer, state.decision_log, state.notifier = authorizer, decision_log, notifier
+        # The one decision entry point every transport of /v1/authorize-tool calls.
+        state.pipeline = Pipeline(authorizer=authorizer, authenticator=auth.authenticator,
+                                  rate_limiter=auth.rate_limiter, limit=settings.max_body_bytes)
         state.approvals, state.background = approvals, background
         state.ledger = ledger
         state.replayer = Replayer(sessions=sessions, plans=plans,
@@ -136,8 +144,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                                    settings.db_timeout_seconds)
         if isinstance(app, ToolgateApp) and app.fast_path is not None:
             # The transport gets the decision log as its recorder, wired here.
-            app.fast_path.attach(authorizer=authorizer, authenticator=auth.authenticator,
-                                 rate_limiter=auth.rate_limiter, decision_log=decision_log,
+            app.fast_path.attach(pipeline=state.pipeline, decision_log=decision_log,
                                  tally=app.tally, access_log=settings.access_log)
         # Everything allocated so far lives as long as the process: keep it out of the
         # cyclic GC's full collections, which otherwise walk ~120k start-up objects
@@ -161,6 +168,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                       lifespan=lifespan, docs_url=None, redoc_url=None)
     app.access_log = settings.access_log
     app.edge = EdgeLimits.from_settings(settings)
+    # JSON routes check the key before FastAPI reads the body (app/edge/routing.py).
+    app.state.authenticate_early = authenticate_early
     handlers.install(app)
     openapi.install(app)
     app.include_router(health_router)
@@ -168,7 +177,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(ops_router, responses=TOKEN_ERRORS if settings.metrics_token else None)
     app.include_router(ui_router)  # the operators' page: its files need no key
     # Every other route needs a key, and the role its route has in app/auth/roles.py; the
-    # OpenAPI document says so once for all of them (app/kit/openapi.py).
+    # OpenAPI document says so once for all of them (app/edge/openapi.py).
     keyed = openapi.errors(401, 403, 503, *([429] if settings.rate_limit_per_second else []))
     for router in (decide_router, batch_router, plans_router, config_router,
                    registry_router, safety_test_router, decisions_router,
@@ -192,7 +201,7 @@ class ToolgateApp(FastAPI):
     fast_path: FastAuthorize | None = None
     edge: EdgeLimits = EdgeLimits()
     # The metrics' tally (None: off) and whether each request gets an access line: every
-    # answer but the hot route's (which does it itself) is observed here (app/kit/observe.py:
+    # answer but the hot route's (which does it itself) is observed here (app/edge/observe.py:
     # X-Request-ID, the count by route and status, the line).
     tally: Any = None
     access_log: bool = False

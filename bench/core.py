@@ -126,8 +126,8 @@ def record_prepare(profile: SafetyProfile) -> Callable[[], object]:
     """The writer's CPU per record before its INSERT, as the Postgres writer does it:
     `chain_values` (canonical detail JSON, the chain hash, the row's tuple, its time as
     microseconds since 2000)."""
-    from app.decisions.chain import GENESIS, chain_values
-    from app.decisions.records import iso_from_ns, pg_micros
+    from app.log.chain import GENESIS, chain_values
+    from app.log.records import iso_from_ns, pg_micros
 
     response, record = cached_decide(profile)()
     assert response["allowed"], response

@@ -49,7 +49,7 @@ class Meter:
         workers = server.worker_pids()
         assert server.process is not None
         writers = [pid for pid in srv._descendants(server.process.pid)
-                   if b"app.decisions.writer" in srv._cmdline(pid)]
+                   if b"app.log.writer" in srv._cmdline(pid)]
         self.groups: dict[str, list[int]] = {"worker": workers, "log writer": writers}
         if postgres:
             self.groups["postgres"] = _postgres_pids()

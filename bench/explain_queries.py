@@ -19,7 +19,7 @@ from sqlalchemy.dialects import postgresql
 
 from app.decisions import queries
 from app.decisions.queries import Filters
-from app.decisions.tables import LogRecord
+from app.log.tables import LogRecord
 
 FILL = """
 INSERT INTO decision_log (seq, decision_id, kind, created_at, project, plan_id, action_id, tool,

@@ -50,9 +50,9 @@ PARTS_ANYWHERE = (
     # With TOOLGATE_DECISION_LOG_WRITER=inline (Postgres, one worker) the group commit
     # runs on the worker's loop (InProcess); by default it runs in the writer process.
     ("the group commit in the worker (hashing the chain, asyncpg, answers)",
-     ("Writer.run (app/decisions/writer/loop.py)", "DecisionLog._answer (")),
+     ("Writer.run (app/log/writer/loop.py)", "DecisionLog._answer (")),
     ("SQLAlchemy, database drivers (in the worker)",
-     ("append (app/decisions/log.py)", "sqlalchemy/", "aiosqlite/", "asyncpg/")),
+     ("append (app/log/decision_log.py)", "sqlalchemy/", "aiosqlite/", "asyncpg/")),
     ("access log (stdlib logging)", ("logging/",)),
     ("auth (bearer, key, role)", ("app/auth/", "fastapi/security/", "_key_hash (")),
     ("decide(): registry, policy core, record",

@@ -38,7 +38,7 @@ DATABASE = f"{srv.PG_DATABASE}_writer"
 def frames(record: dict[str, Any], count: int, first: int = 1, size: int = FRAME) -> bytes:
     """`count` frames of `size` records as a worker writes them to the pipe, one line
     each, numbered from `first`."""
-    from app.decisions.chain import canonical_details
+    from app.log.chain import canonical_details
 
     lines = []
     for number in range(first, first + count):
@@ -55,11 +55,11 @@ def capacity(url: str, warmup: bytes, data: bytes, count: int, *,
              timeout: float = 120) -> dict[str, Any]:
     """Feed `warmup` (one frame), then `data` (count frames), to a private writer process
     on `url`; every frame must be acknowledged without an error, within `timeout`."""
-    from app.decisions.writer.start import writer_config
+    from app.log.writer.start import writer_config
 
     config = writer_config(url, max_batch=512, timeout=30, sqlite_synchronous="FULL")
     with tempfile.TemporaryFile() as errors:  # the writer's log: shown if it fails
-        process = subprocess.Popen([sys.executable, "-m", "app.decisions.writer"],
+        process = subprocess.Popen([sys.executable, "-m", "app.log.writer"],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    stderr=errors, cwd=ROOT)
         watchdog = threading.Timer(timeout, process.kill)  # a writer that hangs is stopped

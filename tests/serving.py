@@ -78,7 +78,7 @@ def decision_log_writers(root: int) -> dict[int, list[str]]:
                 argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"app.decisions.writer" in argv:
+            if b"app.log.writer" in argv:
                 found[pid] = [a.decode() for a in argv if a]
     return found
 

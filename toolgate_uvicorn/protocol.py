@@ -3,24 +3,26 @@
 `toolgate serve` runs uvicorn with this protocol (`http=ToolgateHttpToolsProtocol`). For
 every request but one kind it is uvicorn's own `HttpToolsProtocol`, unchanged. For
 POST /v1/authorize-tool, a request whose answer memory can give (a known key, a cached
-plan, a fresh registry: `FastAuthorize.ready`) is decided when its body is complete, its
-record handed to the decision log with a callback, and the answer written to the
-connection when the commit is acknowledged. Per request that skips the ASGI task and
-its coroutine, the receive/send messages, uvicorn's per-message header checks and the
-await on the commit (docs/performance.md has the figures).
+plan, a fresh registry) is decided when its body is complete, by the pipeline's
+synchronous step (app/authorize/pipeline.py); its record is handed to the decision log
+with a callback, and the answer written to the connection when the commit is
+acknowledged. Per request that skips the ASGI task and its coroutine, the receive/send
+messages, uvicorn's per-message header checks and the await on the commit
+(docs/performance.md has the figures).
 
 Everything else stays uvicorn's: it parses every request, and whatever is not answered
 here gets the scope, RequestResponseCycle and ASGI task uvicorn's own code builds. A hot
 request's cycle is a `_HotCycle`, which holds the state uvicorn's keep-alive, pipelining,
-shutdown and connection-lost handling read and set; its scope is never built. For
-anything `ready` does not answer (an unknown key or plan, any refusal), a body past the
+shutdown and connection-lost handling read and set; its scope is never built. What the
+step does not answer (it needs I/O: an unknown key or plan; or it refused the request)
+goes, with the step's outcome in the scope, to the ASGI app (app/authorize/hotpath.py),
+which finishes it and renders errors with the one envelope; so does a body past the
 flow-control mark, a client that expects 100-continue, a pipelined request or a
-connection whose writes are paused, the ASGI app (app/authorize/hotpath.py) runs every step,
-rendering errors with the one envelope. So the answer, headers included, is the same
-either way (tests/toolgate_uvicorn/test_protocol.py; the decision cases and bad inputs run through
-this protocol too).
+connection whose writes are paused, where the ASGI app runs the whole pipeline. So the
+answer, headers included, is the same either way (tests/toolgate_uvicorn/
+test_protocol.py; the decision cases and bad inputs run through this protocol too).
 
-It also holds the HTTP edge's limits (app/kit/edge.py, the app's `edge`), for every
+It also holds the HTTP edge's limits (app/edge/limits.py, the app's `edge`), for every
 request: a head past its size (431) or not complete within its deadline, a body not
 complete within its deadline (408), a connection idle too long (also a new one that sends
 nothing), a connection past the worker's cap (the one waiting longest on its client is
@@ -36,7 +38,7 @@ connection, and a client still sending would never read its answer.
 Why one module of ~650 lines: it is one subclass of uvicorn's protocol whose overrides
 (data_received, on_headers_complete, on_message_complete, timers, connection_lost) share
 per-connection state; the limits' policy (sizes, deadlines, the cap's choice of whom to
-close) is kept outside it, in app/kit/edge.py, and tested there and here.
+close) is kept outside it, in app/edge/limits.py, and tested there and here.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ from uvicorn.protocols.utils import get_client_addr
 
 if TYPE_CHECKING:
     from app.authorize.hotpath import FastAuthorize
-    from app.decisions.log import RecordingFailed
+    from app.log.decision_log import RecordingFailed
 
 log = logging.getLogger("toolgate")
 
@@ -66,6 +68,10 @@ log = logging.getLogger("toolgate")
 # with uvicorn's own imports only.
 PATH = "/v1/authorize-tool"
 _PATH = PATH.encode()
+# app.authorize.pipeline.OUTCOME (tests check it): where a hot request's outcome is handed
+# to the ASGI app; and the pipeline's Answer type, set once a ToolgateApp is served.
+_OUTCOME = "toolgate.authorize_outcome"
+_Answer: Any = None
 _OK_HEADERS = b"content-type: application/json\r\ncontent-length: "
 _default_lines: tuple[object, bytes] = (None, b"")  # see _defaults
 
@@ -79,7 +85,7 @@ IDLE, HEAD, BODY, WAIT, DISCARD, LINGER, REFUSED = range(7)
 
 class _EdgeDefaults:
     """The edge's limits for an app that brings none (not a ToolgateApp): the defaults of
-    app.kit.edge.EdgeLimits, which a test keeps equal."""
+    app.edge.limits.EdgeLimits, which a test keeps equal."""
 
     max_header_bytes = 16 * 1024
     max_headers = 100
@@ -97,7 +103,7 @@ class _Stop(Exception):
 
 
 # X-Request-ID: the client's when it sent one of at most this size (httptools refuses
-# control characters in a value), else generated like app.kit.logs.new_request_id: a
+# control characters in a value), else generated like app.edge.logs.new_request_id: a
 # random prefix of this module's own and a counter (unique without a draw per request).
 _MAX_REQUEST_ID = 200
 _id_prefix = [os.urandom(6).hex(), os.getpid()]
@@ -127,7 +133,13 @@ def _served(app: Any) -> tuple[FastAuthorize | None, Any]:
         edge = getattr(app, "edge", None)
         if edge is not None and hasattr(edge, "max_connections"):
             fast = getattr(app, "fast_path", None)
-            return (fast if fast is not None and hasattr(fast, "ready") else None), edge
+            if fast is None or not hasattr(fast, "pipeline"):
+                return None, edge
+            global _Answer
+            from app.authorize.pipeline import Answer
+
+            _Answer = Answer
+            return fast, edge
         app = getattr(app, "app", None)
         if app is None:
             break
@@ -182,7 +194,7 @@ class _HotCycle:
         self.keep_alive = keep_alive
         self.disconnected = self.response_started = self.response_complete = False
         self.http_version = http_version
-        self.flags: dict[str, Any] = {}  # what FastAuthorize.ready marks for the ASGI app
+        self.flags: dict[str, Any] = {}  # what the pipeline found, for the ASGI app
         self.request_id = b""  # X-Request-ID as answered (the client's, or generated)
         self.decision_id: str | None = None  # for the access line
 
@@ -301,14 +313,14 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
         self.url, self.headers, self.expect_100_continue = url, headers, expect
         self.scope["headers"] = headers
         # This head was counted against the edge's limits as it arrived (on_header): the
-        # app need not count it again (app/kit/edge.py HEAD_CHECKED).
+        # app need not count it again (app/edge/limits.py HEAD_CHECKED).
         self.scope["toolgate.head_checked"] = True
 
     def on_headers_complete(self) -> None:
         self._phase, self._since = BODY, self.loop.time()
         fast = self._fast
         parser = self.parser
-        if (fast is not None and fast.authorizer is not None and self.url == _PATH
+        if (fast is not None and fast.pipeline is not None and self.url == _PATH
                 and not self.expect_100_continue and self.limit_concurrency is None
                 and (self.cycle is None or self.cycle.response_complete)
                 and not self.flow.write_paused and parser.get_method() == b"POST"
@@ -380,24 +392,32 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
         cycle.message_event.set()
 
     def _answer(self, cycle: _HotCycle) -> bool:
-        """Decide from memory and hand the record over; False if the ASGI app must run."""
+        """Run the pipeline's synchronous step and hand the record over; False if the ASGI
+        app must go on (with what the step found, in the scope: app/authorize/pipeline.py
+        OUTCOME), which renders any error and finishes any I/O."""
         fast = self._fast
         assert fast is not None
         headers = dict(self.headers)
         if len(headers) != len(self.headers):
             return False  # a header name sent twice (two keys?): the ASGI app looks closer
-        answer = fast.ready(cycle.flags, headers, bytes(cycle.body))
-        if answer is None:
+        pipeline = fast.pipeline
+        try:
+            pipeline.head(self.headers, headers)
+            outcome = pipeline.step(headers, bytes(cycle.body))
+        except Exception as exc:  # the ASGI app renders it
+            cycle.flags[_OUTCOME] = exc
             return False
-        body, record = answer
+        if type(outcome) is not _Answer:
+            cycle.flags[_OUTCOME] = outcome
+            return False
         cycle.request_id = _request_id_of(headers.get(b"x-request-id"))
-        if record is not None:
-            cycle.decision_id = record["decision_id"]
-        if record is None:  # the decision log is off
-            self._finish(cycle, self._ok(cycle, body), None)
+        cycle.decision_id = outcome.record["decision_id"]
+        if fast.write is None:  # the decision log is off
+            self._finish(cycle, self._ok(cycle, outcome.body), None)
             return True
-        # False when no writer runs: the ASGI app's write() starts one.
-        return fast.submit([record], partial(self._recorded, cycle, body))
+        # False when no writer runs: the ASGI app's write() starts one, for this answer.
+        cycle.flags[_OUTCOME] = outcome
+        return fast.submit([outcome.record], partial(self._recorded, cycle, outcome.body))
 
     def _recorded(self, cycle: _HotCycle, body: bytes, number: int | None,
                   error: RecordingFailed | None) -> None:
@@ -406,8 +426,8 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
             if error is None:
                 self._finish(cycle, self._ok(cycle, body), number)
                 return
-            from app.decisions.audit import not_recorded
-            from app.kit import handlers
+            from app.edge import handlers
+            from app.log.audit import not_recorded
 
             exc = not_recorded(error)
             response = handlers.envelope(exc.status, exc.code, exc.message, exc.details,
@@ -604,7 +624,7 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
     def _refuse_head(self, *, too_many: bool) -> None:
         """431 for a head past the limits, then the connection closes (lingering: the
         client may still be sending it)."""
-        from app.kit import edge as limits
+        from app.edge import limits
 
         exc = limits.too_many_headers(self._edge) if too_many else \
             limits.head_too_large(self._edge)
@@ -684,7 +704,7 @@ class ToolgateHttpToolsProtocol(HttpToolsProtocol):
                tuple((details or {}).items()))
         rendered = _rendered.get(key)
         if rendered is None:
-            from app.kit.handlers import envelope
+            from app.edge.handlers import envelope
 
             response = envelope(status, code, message, details, headers=headers or None)
             rendered = b"".join([b"%s: %s\r\n" % pair for pair in response.raw_headers]

@@ -18,10 +18,10 @@ from app.approvals.service import LIVE_STATES, ApprovalService, approval_out, st
 from app.approvals.tables import Approval
 from app.auth.deps import PrincipalDep
 from app.auth.keys import Principal
-from app.auth.routing import JSONRoute
+from app.edge.errors import Conflict, Forbidden, InvalidInput, NotFound
+from app.edge.openapi import errors
+from app.edge.routing import JSONRoute
 from app.kit.deps import CallerDep, Session, Sessions
-from app.kit.errors import Conflict, Forbidden, InvalidInput, NotFound
-from app.kit.openapi import errors
 from app.kit.schemas import NAME_PATTERN
 from app.store.base import utcnow
 

@@ -18,9 +18,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from uuid_utils import uuid7
 
 from app.approvals.tables import PENDING, Approval
-from app.decisions.audit import record_in_transaction
-from app.decisions.records import iso
 from app.kit.caller import Caller
+from app.log.audit import record_in_transaction
+from app.log.records import iso
 from app.store.base import utcnow
 from app.store.engine import WRITE_OPTION, lock_key
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from app.auth.keys import Principal
 from app.auth.roles import Rule, rule_for
-from app.kit.errors import Forbidden, Unauthorized
+from app.edge.errors import Forbidden, Unauthorized
 
 MISSING = "missing API key: send 'Authorization: Bearer <key>'"
 TWO_KEYS = "more than one Authorization header: send exactly one"

@@ -20,8 +20,8 @@ from app.auth import repository as repo
 from app.auth.keys import display_prefix, hash_secret, new_key_id, new_secret
 from app.auth.tables import ApiKey
 from app.config import Settings
-from app.decisions.audit import audit_change
 from app.kit.caller import Caller
+from app.log.audit import audit_change
 from app.store.base import utcnow
 from app.store.engine import make_engine, make_sessionmaker
 

@@ -14,7 +14,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from app.auth.access import authorization, bearer_secret, require_role
 from app.auth.keys import Authenticator, KeyCache, Principal
 from app.auth.ratelimit import RateLimiter
-from app.kit.errors import NotFound
+from app.edge.errors import NotFound
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.auth import repository as repo
 from app.auth.repository import CREATED
 from app.auth.roles import Role
-from app.kit.errors import Unauthorized
+from app.edge.errors import Unauthorized
 from app.kit.singleflight import SharedReads
 
 log = logging.getLogger("toolgate.auth")

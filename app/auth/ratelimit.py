@@ -10,7 +10,7 @@ import math
 import time
 from collections.abc import Callable
 
-from app.kit.errors import RateLimited
+from app.edge.errors import RateLimited
 
 
 class RateLimiter:

@@ -9,14 +9,14 @@ from fastapi import APIRouter, Response
 from app.auth import repository as repo
 from app.auth.deps import KeyCacheDep
 from app.auth.keys import display_prefix, hash_secret, new_key_id, new_secret
-from app.auth.routing import JSONRoute
 from app.auth.schemas import KeyCreated, KeyIn, KeyList
 from app.auth.tables import ApiKey
-from app.decisions.audit import audit_change
-from app.decisions.records import iso
+from app.edge.errors import NotFound
+from app.edge.openapi import errors
+from app.edge.routing import JSONRoute
 from app.kit.deps import CallerDep, NameParam, Session
-from app.kit.errors import NotFound
-from app.kit.openapi import errors
+from app.log.audit import audit_change
+from app.log.records import iso
 from app.store.base import utcnow
 
 router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["keys"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from app.auth.keys import Principal
 from app.auth.roles import Role
-from app.kit.errors import Forbidden, NotFound
+from app.edge.errors import Forbidden, NotFound
 
 
 def plan_not_found(plan_id: str) -> NotFound:

@@ -13,12 +13,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ValidationError
 
-from app.authorize.deps import AuthorizerDep
+from app.authorize.deps import PipelineDep
 from app.authorize.schemas import AuthorizeIn
-from app.authorize.service import decide
-from app.kit.bodies import bad, parse_items
-from app.kit.errors import ToolgateError
-from app.kit.handlers import validation_details
+from app.edge.bodies import bad, parse_items
+from app.edge.errors import ToolgateError
+from app.edge.handlers import validation_details
 from app.kit.schemas import Strict
 from app.policy.tool import MissingCapability
 
@@ -87,7 +86,7 @@ TEST_BODY = {"requestBody": {"required": True, "content": {
 
 @router.post("/test", response_model=TestReport, openapi_extra=TEST_BODY,
              summary="Replay decision cases against the current configuration (not recorded)")
-async def run_tests(request: Request, authorizer: AuthorizerDep) -> dict:
+async def run_tests(request: Request, pipeline: PipelineDep) -> dict:
     cases = parse_items(await request.body(), request.headers.get("content-type", ""),
                         key="cases", item=_case)
     results = []
@@ -96,8 +95,7 @@ async def run_tests(request: Request, authorizer: AuthorizerDep) -> dict:
         actual = problem = None
         try:
             body = AuthorizeIn.model_validate(case.request)
-            answer, _ = await decide(body, sessions=authorizer.sessions, cache=authorizer.plans,
-                                     registry=authorizer.registry)
+            answer = await pipeline.rehearse(body)
             deny = answer["deny"] or {}
             actual = {"allowed": answer["allowed"], "code": deny.get("code"),
                       "error": deny.get("error"), "message": deny.get("message")}

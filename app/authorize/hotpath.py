@@ -1,63 +1,43 @@
-"""The hot route, POST /v1/authorize-tool, answered as plain ASGI.
+"""The hot route, POST /v1/authorize-tool, answered as plain ASGI: a thin adapter over
+the pipeline (app/authorize/pipeline.py).
 
 Every agent calls this before every tool call, so it skips what FastAPI adds per request
 (dependency solving, thread-pool hops for sync dependencies, request/response wrappers).
-The steps are the FastAPI route's (app/authorize/routes.py), made of the same functions:
-
-  body limit (kit.middleware) -> key (auth.access.bearer_secret, the Authenticator: 401,
-  429) -> role (auth.access.require_role: 403) -> decode: msgspec's one pass over the raw
-  body (authorize/wire.py), else strict JSON (kit.middleware.strict_json: 422
-  invalid_json) then AuthorizeIn's validation (422 naming fields) -> Authorizer.decide
-  (scope 404, the core) -> the recorder (503 when it cannot be recorded) -> answer.
-
-Errors are rendered by kit.handlers.render, the one mapping every route uses, so the
-envelope is identical; the decision cases and bad inputs run through both paths.
+It reads the body, runs the pipeline (`head`, `step`, `finish` for what needs I/O), hands
+the record to the recorder main.py gave it (503 when it cannot be recorded) and answers;
+errors are rendered by edge.handlers.render, the one mapping every route uses, so the
+envelope is identical. The decision cases and bad inputs run through every transport.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from functools import lru_cache
 from time import perf_counter
 from typing import Any
 
-import orjson
-
-from app.auth.access import bearer_secret, one_authorization, require_role
-from app.auth.keys import hash_secret
-from app.auth.roles import rule_for
-from app.authorize.service import Authorizer
-from app.authorize.wire import decode_authorize, decode_authorize_json
-from app.decisions.audit import not_recorded
-from app.decisions.log import RecordingFailed
-from app.kit.caller import Caller
-from app.kit.handlers import render
-from app.kit.logs import access, envelope_code, request_id_of
-from app.kit.middleware import body_from, refuse_declared, strict_json, too_large
+from app.authorize.pipeline import OUTCOME, PATH, NeedsIO, Pipeline
+from app.edge.handlers import render
+from app.edge.logs import access, envelope_code, request_id_of
+from app.edge.middleware import body_from, too_large
+from app.log.audit import not_recorded
+from app.log.decision_log import RecordingFailed
 
 log = logging.getLogger("toolgate")
 
-PATH = "/v1/authorize-tool"
-_RULE = rule_for("POST", PATH)  # (permission, rule), looked up once
 _JSON_HEADERS = [(b"content-type", b"application/json")]
-# Set in the ASGI scope when the protocol's hot route already spent this request's
-# rate-limit token before handing the request to __call__ (which must not spend another).
-TOKEN_TAKEN = "toolgate.rate_limit_token_taken"
 
 
 class FastAuthorize:
     """Answers POST /v1/authorize-tool; ToolgateApp (app/main.py) calls it ahead of the
     middleware stack for the requests it `handles`. Everything it uses is handed to it by
-    main.py's lifespan (`attach`): the authenticator, the rate limiter, the authorize
-    service, and the decision log as the recorder. It reaches for nothing else."""
+    main.py's lifespan (`attach`): the pipeline, and the decision log as the recorder. It
+    reaches for nothing else."""
 
     def __init__(self, *, limit: int) -> None:
         self.limit = limit
         self.outbox = _Outbox()
-        self.authorizer: Authorizer | None = None  # None until attached: not serving yet
-        self.authenticator: Any = None
-        self.rate_limiter: Any = None
+        self.pipeline: Pipeline | None = None  # None until attached: not serving yet
         # The recorder: `write(records)` awaits the commit (-> its acknowledgement number),
         # `submit(records, done)` calls `done` at the commit (the HTTP protocol's hot route).
         # None with the decision log off.
@@ -67,31 +47,16 @@ class FastAuthorize:
         self.tally: Any = None  # the metrics' (app/kit/metrics.py Tally); None: off
         self.access_log = False  # one line per request (TOOLGATE_ACCESS_LOG)
 
-    def attach(self, *, authorizer: Authorizer, authenticator: Any, rate_limiter: Any,
-               decision_log: Any, tally: Any = None, access_log: bool = False) -> None:
+    def attach(self, *, pipeline: Pipeline, decision_log: Any, tally: Any = None,
+               access_log: bool = False) -> None:
         """Serve with these; the decision log's acknowledgements flush the outbox."""
         self.tally, self.access_log = tally, access_log
-        self.authorizer = authorizer
-        self.authenticator = authenticator
-        self.rate_limiter = rate_limiter
+        self.pipeline = pipeline
         if decision_log is not None:
             self.write = decision_log.write
             self.submit = decision_log.submit
             decision_log.after_ack = self.outbox
             self._log = decision_log
-
-    def _remembered(self, header: bytes) -> tuple[str, Any]:
-        """The key hash of an Authorization header, and its principal when memory knows the
-        key (None: only the database can tell). Both ways of answering start here. A
-        header's hash is kept for next time only once its key is known valid."""
-        key_hash = _HASHES.get(header)
-        if key_hash is not None:
-            return key_hash, self.authenticator.remembered(key_hash)
-        key_hash = _key_hash(header)
-        principal = self.authenticator.remembered(key_hash)
-        if principal is not None:
-            _remember_hash(header, key_hash)
-        return key_hash, principal
 
     @staticmethod
     def handles(scope: dict) -> bool:
@@ -107,44 +72,30 @@ class FastAuthorize:
         try:
             headers = dict(scope["headers"])
             request_id = request_id_of(headers.get(b"x-request-id"))
-            one_authorization(scope["headers"], headers)  # 401 for two Authorization headers
-            refuse_declared(headers.get(b"content-length"), self.limit)
-            message = await receive()
-            if message["type"] == "http.request" and not message.get("more_body", False):
-                raw = message.get("body", b"")  # the whole body in one message: the rule
-                if len(raw) > self.limit:
-                    raise too_large(self.limit)
-            else:
-                raw = await body_from(message, receive, self.limit)
-                if raw is None:
-                    return  # the client went away
-            header = headers.get(b"authorization", b"")
-            key_hash, principal = self._remembered(header)
-            if principal is None:
-                principal = await self.authenticator.look_up(key_hash)
-                _remember_hash(header, key_hash)
-            if self.rate_limiter is not None and not scope.get(TOKEN_TAKEN):
-                self.rate_limiter.take(principal.key_id)
-            require_role(principal, "POST", PATH, _RULE)
-            request = decode_authorize_json(raw)
-            if request is None:  # refused or unusual: orjson and AuthorizeIn say what it is
-                request = decode_authorize(strict_json(raw))
-            caller = _caller_of(headers, principal.key_id)
-            authorizer = self.authorizer
-            assert authorizer is not None
-            # from_memory first as a plain call: awaiting decide() (which starts with the
-            # same call) would cost a coroutine per request for nothing.
-            decided = authorizer.from_memory(request, principal, caller)
-            if decided is None:
-                decided = await authorizer.decide(request, principal, caller)
-            answer, record = decided
-            # Encoded before the commit is awaited: when a commit is acknowledged, its
-            # requests then go out back to back.
-            body = orjson.dumps(answer)
+            pipeline = self.pipeline
+            assert pipeline is not None
+            outcome = scope.get(OUTCOME)  # where the HTTP protocol's hot route stopped
+            if outcome is None:
+                pipeline.head(scope["headers"], headers)
+                message = await receive()
+                if message["type"] == "http.request" and not message.get("more_body", False):
+                    raw = message.get("body", b"")  # the whole body in one message: the rule
+                    if len(raw) > self.limit:
+                        raise too_large(self.limit)
+                else:
+                    raw = await body_from(message, receive, self.limit)
+                    if raw is None:
+                        return  # the client went away
+                outcome = pipeline.step(headers, raw)
+            elif isinstance(outcome, BaseException):
+                raise outcome
+            if type(outcome) is NeedsIO:
+                outcome = await pipeline.finish(outcome)
+            answer, body = outcome.answer, outcome.body
             ack, outbox = None, None
             if self.write is not None:
                 try:
-                    ack = await self.write([record])
+                    ack = await self.write([outcome.record])
                 except RecordingFailed as failed:
                     raise not_recorded(failed) from None
                 # Held for a flush only if this outbox is the hook that will run.
@@ -183,40 +134,6 @@ class FastAuthorize:
         access(request_id=request_id.decode("latin-1"), method="POST", route=PATH,
                status=status, decision_id=decision_id, code=code, client=client,
                duration_ms=(perf_counter() - started) * 1000 if started else 0.0)
-
-    def ready(self, marks: dict[str, Any], headers: dict[bytes, bytes], raw: bytes
-              ) -> tuple[bytes, dict[str, Any] | None] | None:
-        """The answer's JSON body and its log record (None with the log off), decided from
-        memory without awaiting anything, by the same steps in the same order as __call__;
-        or None when the request needs __call__ (an unknown key or plan, a stale registry,
-        anything refused or unusual), which then runs every step and renders whatever error
-        there is. The HTTP protocol's hot route (toolgate_uvicorn/protocol.py) calls it;
-        nothing it does before that hand-over has an effect but the rate limiter's token,
-        which it marks in `marks` as spent (the protocol puts them in the ASGI scope it then
-        builds)."""
-        authorizer = self.authorizer
-        if authorizer is None or len(raw) > self.limit:
-            return None
-        try:
-            _, principal = self._remembered(headers.get(b"authorization", b""))
-            if principal is None:
-                return None
-            if self.rate_limiter is not None:
-                self.rate_limiter.take(principal.key_id)
-                marks[TOKEN_TAKEN] = True
-            if principal.role not in _RULE[1].roles:
-                return None
-            request = decode_authorize_json(raw)
-            if request is None:
-                return None
-            decided = authorizer.from_memory(request, principal,
-                                             _caller_of(headers, principal.key_id))
-        except Exception:  # __call__ meets it again and renders it
-            return None
-        if decided is None:
-            return None
-        answer, record = decided
-        return orjson.dumps(answer), (record if self.write is not None else None)
 
 
 _STARTED = "toolgate.started"  # perf_counter() at the request's start (access log on)
@@ -343,47 +260,3 @@ class _Outbox:
                 log.exception("writing an answer failed")
 
     __call__ = flush  # the decision log's after_ack hook
-
-
-def _caller_of(headers: dict[bytes, bytes], key_id: str | None) -> Caller:
-    request_id = headers.get(b"x-request-id")
-    return Caller(request_id=request_id.decode("latin-1")[:200],
-                  key_id=key_id) if request_id else _caller(key_id)
-
-
-@lru_cache(maxsize=1024)
-def _caller(key_id: str | None) -> Caller:
-    """The Caller of a request without X-Request-ID: one per key, built once."""
-    return Caller(key_id=key_id)
-
-
-# Authorization header -> its key's hash, for the headers of valid keys seen lately:
-# SHA-256 costs more than the rest of authentication. Only a header whose key was valid is
-# kept (a client sending a new bogus key on every request adds nothing here), only headers
-# of a plausible size, and the whole is bounded in entries and in bytes: forgotten all at
-# once when either bound is reached. A key's validity is the key cache's business: this
-# only remembers a pure function's results.
-_HASHES: dict[bytes, str] = {}
-_HASHES_MAX = 1024
-_HASHES_MAX_BYTES = 256 * 1024
-_HASHES_MAX_HEADER = 512  # a key is 46 characters; the admin token may be longer
-_hashes_bytes = 0
-
-
-def _key_hash(header: bytes) -> str:
-    known = _HASHES.get(header)
-    if known is not None:
-        return known
-    return hash_secret(bearer_secret(header.decode("latin-1")))
-
-
-def _remember_hash(header: bytes, key_hash: str) -> None:
-    """Keep `header`'s hash for next time: called once its key was found valid."""
-    global _hashes_bytes
-    if header in _HASHES or len(header) > _HASHES_MAX_HEADER:
-        return
-    if len(_HASHES) >= _HASHES_MAX or _hashes_bytes + len(header) > _HASHES_MAX_BYTES:
-        _HASHES.clear()
-        _hashes_bytes = 0
-    _HASHES[header] = key_hash
-    _hashes_bytes += len(header)

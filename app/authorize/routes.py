@@ -6,15 +6,15 @@ import orjson
 from fastapi import APIRouter, Response
 
 from app.auth.deps import PrincipalDep
-from app.auth.routing import BatchRoute, JSONRoute
-from app.authorize.deps import AuthorizerDep
+from app.authorize.deps import PipelineDep
+from app.authorize.pipeline import NeedsIO
 from app.authorize.schemas import AuthorizeBatchIn, AuthorizeIn, DecisionBatchOut, DecisionOut
-from app.authorize.service import check_authorize
-from app.decisions.audit import record_decisions
-from app.decisions.deps import DecisionLogDep
+from app.edge.errors import ToolgateError
+from app.edge.openapi import errors
+from app.edge.routing import BatchRoute, JSONRoute
 from app.kit.deps import CallerDep
-from app.kit.errors import ToolgateError
-from app.kit.openapi import errors
+from app.log.audit import record_decisions
+from app.log.deps import DecisionLogDep
 from app.policy.denies import errors_document
 from app.policy.tool import MissingCapability
 
@@ -28,23 +28,26 @@ def _json(body: object) -> Response:
 
 @router.post("/authorize-tool", response_model=DecisionOut, responses=errors(404),
              summary="May this tool run, in this plan, with this context?")
-async def authorize_tool(body: AuthorizeIn, authorizer: AuthorizerDep,
+async def authorize_tool(body: AuthorizeIn, pipeline: PipelineDep,
                          decision_log: DecisionLogDep, caller: CallerDep,
                          principal: PrincipalDep) -> Response:
     """A deny is a successful decision (HTTP 200 with `allowed: false` and `deny`).
     The answer is sent only once the decision is recorded; otherwise 503.
 
-    `toolgate serve` answers this route in app/authorize/hotpath.py, by the same steps
-    (Authorizer.decide); this route serves the OpenAPI document, any other ASGI server's
-    requests with TOOLGATE_FAST_PATH=false, and nothing else differs."""
-    response, record = await authorizer.decide(body, principal, caller)
-    await record_decisions(decision_log, [record])
-    return _json(response)
+    This route is the OpenAPI declaration of the pipeline (app/authorize/pipeline.py),
+    which `toolgate serve` runs from its transports ahead of FastAPI; it serves the
+    requests of TOOLGATE_FAST_PATH=false (and of any other ASGI server) through the same
+    pipeline, and nothing else differs."""
+    decided = pipeline.decide(body, principal, caller)
+    if type(decided) is NeedsIO:
+        decided = await pipeline.finish(decided)
+    await record_decisions(decision_log, [decided.record])
+    return Response(decided.body, media_type="application/json")
 
 
 @batch_router.post("/authorize-tools", response_model=DecisionBatchOut, responses=errors(404),
                    summary="Up to 100 decisions, answered in order")
-async def authorize_tools(body: AuthorizeBatchIn, authorizer: AuthorizerDep,
+async def authorize_tools(body: AuthorizeBatchIn, pipeline: PipelineDep,
                           decision_log: DecisionLogDep, caller: CallerDep,
                           principal: PrincipalDep) -> Response:
     """Body `{"requests": [...]}` (or a bare JSON list); answer `{"items": [...]}` in order.
@@ -52,19 +55,19 @@ async def authorize_tools(body: AuthorizeBatchIn, authorizer: AuthorizerDep,
     (the error names its index), and the answer is sent once every item is recorded."""
     for index, item in enumerate(body.requests):
         try:
-            await check_authorize(item, principal, plans=authorizer.plans,
-                                  sessions=authorizer.sessions)
+            await pipeline.check(item, principal)
         except ToolgateError as refused:
             refused.details["index"] = index
             raise
     decided = []
     for index, item in enumerate(body.requests):
         try:
-            decided.append(await authorizer.decide(item, principal, caller))
+            one = pipeline.decide(item, principal, caller)
+            decided.append(await pipeline.finish(one) if type(one) is NeedsIO else one)
         except MissingCapability as missing:
             raise MissingCapability([f"requests.{index}.{f}" for f in missing.fields]) from None
-    await record_decisions(decision_log, [record for _, record in decided])
-    return _json({"items": [response for response, _ in decided]})
+    await record_decisions(decision_log, [one.record for one in decided])
+    return _json({"items": [one.answer for one in decided]})
 
 
 @router.get("/errors", summary="The error hierarchy and deny codes")

@@ -15,7 +15,7 @@ from pydantic import (
     field_validator,
 )
 
-from app.kit.freeform import FreeForm
+from app.edge.freeform import FreeForm
 from app.kit.schemas import Cost, Name, NonNegativeInt, Strict
 from app.policy.model import LAYERS, Context, RegisteredTool, Tool
 from app.policy.paths import root_refusal

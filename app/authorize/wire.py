@@ -18,7 +18,7 @@ body goes the way above. msgspec and orjson differ on exactly one thing here, in
 64 bits (msgspec keeps them, orjson reads a float), so a body with a run of 19 digits is left
 to orjson; tests/authorize/test_wire.py checks the rest with generated JSON texts.
 
-The free-form fields' limits (app/kit/freeform.py: depth, entries) are not something
+The free-form fields' limits (app/edge/freeform.py: depth, entries) are not something
 msgspec's types can state, so both ways check them with AuthorizeIn's own walk: always after
 `msgspec.convert`, and after the one pass only for a body with enough brackets or commas
 to break them (freeform.may_exceed: one byte count on the text the digit search makes
@@ -34,7 +34,7 @@ import msgspec
 from pydantic import ValidationError
 
 from app.authorize.schemas import MAX_PATH_ARGS, AuthorizeIn, core_context, core_tool
-from app.kit import freeform
+from app.edge import freeform
 from app.kit.schemas import NAME_PATTERN
 from app.policy.model import Context, RegisteredTool, Tool
 from app.policy.paths import root_refusal
@@ -106,7 +106,7 @@ class AuthorizeWire(_Strict):
         return core_tool(self, registered)
 
     def within_limits(self) -> bool:
-        """Whether the free-form fields are within kit/freeform.py's limits, which msgspec
+        """Whether the free-form fields are within edge/freeform.py's limits, which msgspec
         cannot state: AuthorizeIn's FreeForm checks them with the same walk."""
         problem = freeform.problem
         return (problem(self.tool.args) is None and problem(self.context.metadata) is None

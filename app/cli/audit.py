@@ -82,7 +82,7 @@ def verify(
     import orjson
 
     from app.cli.http import call
-    from app.decisions.chain import Verifier
+    from app.log.chain import Verifier
 
     if file is None:
         if partial:

@@ -82,8 +82,8 @@ def serve(
     if settings.is_sqlite:
         _bootstrap_admin_key(settings)
     workers = workers or settings.workers
-    from app.kit.edge import raise_open_file_limit
-    from app.kit.logs import log_config
+    from app.edge.limits import raise_open_file_limit
+    from app.edge.logs import log_config
 
     raise_open_file_limit()  # the workers inherit it; the connection cap is fitted to it
     with _metrics_folder(settings), _shared_writer(settings, workers):
@@ -121,16 +121,22 @@ def _metrics_folder(settings: Settings) -> Iterator[None]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+# uvicorn's own httptools protocol inside the edge's guard (app/edge/guard.py): the
+# header and body deadlines, the idle first wait and the connection cap hold on it too.
+GUARDED = "app.edge.guard:Guarded"
+
+
 def _edge_options(settings: Settings) -> dict[str, object]:
     """The HTTP protocol and the edge's settings uvicorn applies itself: the keep-alive
     wait, and under uvicorn's own protocol the connection cap as its `limit_concurrency`
-    (the plug-in enforces the cap and the other limits itself: app/kit/edge.py)."""
-    from app.kit.edge import connection_cap
+    (the plug-in enforces the cap and the other limits itself, the guard around uvicorn's
+    protocol the deadlines and the cap: app/edge/limits.py)."""
+    from app.edge.limits import connection_cap
 
     http = _http_protocol(settings)
     options: dict[str, object] = {"http": http,
                                   "timeout_keep_alive": settings.keep_alive_seconds}
-    if http == "httptools":
+    if http == GUARDED:
         options["limit_concurrency"] = connection_cap(settings)
     return options
 
@@ -138,16 +144,17 @@ def _edge_options(settings: Settings) -> dict[str, object]:
 def _http_protocol(settings: Settings) -> str:
     """uvicorn's httptools protocol with the hot route answered in it (the toolgate_uvicorn
     plug-in: every other request is served exactly as by uvicorn), where that plug-in was
-    tested with the installed uvicorn; uvicorn's own httptools protocol otherwise."""
+    tested with the installed uvicorn; uvicorn's own httptools protocol, guarded,
+    otherwise."""
     if settings.http_protocol == "uvicorn":
-        return "httptools"
+        return GUARDED
     from toolgate_uvicorn import protocol_for
 
     plugin = protocol_for()
     if plugin is None:
         typer.echo("toolgate: the installed uvicorn is not one the hot-route plug-in was "
                    "tested with; serving on uvicorn's own httptools protocol", err=True)
-        return "httptools"
+        return GUARDED
     return plugin
 
 
@@ -160,7 +167,7 @@ def _shared_writer(settings: Settings, workers: int) -> Iterator[None]:
     if workers <= 1 or not settings.decision_log_enabled:
         yield
         return
-    from app.decisions.writer.start import WRITER_SOCKET_ENV, start_shared_writer
+    from app.log.writer.start import WRITER_SOCKET_ENV, start_shared_writer
 
     folder = tempfile.mkdtemp(prefix="toolgate-")  # mode 0700: only this user connects
     socket_path = os.path.join(folder, "decision-log.sock")

@@ -14,10 +14,10 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from app.decisions import rollups
-from app.decisions.audit import audit_change
-from app.decisions.records import iso
-from app.decisions.tables import ChainHead, LogRecord
 from app.kit.caller import Caller
+from app.log.audit import audit_change
+from app.log.records import iso
+from app.log.tables import ChainHead, LogRecord
 from app.store.base import utcnow
 
 

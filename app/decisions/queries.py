@@ -13,7 +13,8 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.decisions import rollups
-from app.decisions.chain import (
+from app.ledger.tables import OUTCOME_GROUPS, OUTCOME_JOIN
+from app.log.chain import (
     GENESIS_ANCHOR,
     PRUNE_ANCHOR,
     RECORD_ANCHOR,
@@ -21,12 +22,10 @@ from app.decisions.chain import (
     Verifier,
     VerifyResult,
 )
-from app.decisions.records import iso
-from app.decisions.tables import RARE_KINDS, ChainHead, LogRecord, Rollup
-from app.ledger.service import OUTCOME_GROUPS, OUTCOME_JOIN
+from app.log.records import DECISION_KINDS, iso
+from app.log.tables import RARE_KINDS, ChainHead, LogRecord, Rollup
 from app.store.engine import read_only  # export and verify never take a write lock
 
-DECISION_KINDS = ("authorize", "screen", "plan", "resolve")
 EXPORT_CHUNK = 1000
 
 

@@ -30,7 +30,7 @@ from sqlalchemy.exc import OperationalError
 
 from app.config import asyncpg_dsn
 from app.decisions.queries import DECISION_KINDS, Filters
-from app.decisions.tables import LogRecord
+from app.log.tables import LogRecord
 from app.store.base import floats_for_huge_ints
 from app.store.engine import CLIENT_GRACE_SECONDS
 from app.store.raw import asyncpg_reader, sqlite_file, sqlite_reader
@@ -149,7 +149,7 @@ class SQLiteReader:
             return [make(r) for r in self._connection().execute(sql, params).fetchall()]
         except sqlite3.Error as exc:
             self._close()  # opened again on the next read
-            # As the session's errors are: 503 storage_unavailable (app/kit/handlers.py).
+            # As the session's errors are: 503 storage_unavailable (app/edge/handlers.py).
             raise OperationalError(sql, params, exc) from exc
 
     async def _run(self, sql: str, params: list[Any],

@@ -20,7 +20,8 @@ from sqlalchemy import delete, func, insert, literal, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.decisions.tables import LogRecord, RolledHour, Rollup
+from app.log.records import DECISION_KINDS
+from app.log.tables import LogRecord, RolledHour, Rollup
 from app.store.engine import WRITE_OPTION
 
 HOUR = timedelta(hours=1)
@@ -134,7 +135,6 @@ def rows(filters: Any, low: datetime, high: datetime, column: Any | None,
     if filters.kind is not None:
         query = query.where(Rollup.kind == filters.kind)
     else:
-        from app.decisions.queries import DECISION_KINDS
         query = query.where(Rollup.kind.in_(DECISION_KINDS))
     if filters.project is not None:
         query = query.where(Rollup.project == filters.project)

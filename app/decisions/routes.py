@@ -14,15 +14,15 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from app.auth.deps import PrincipalDep
-from app.auth.routing import JSONRoute
 from app.decisions import queries
 from app.decisions.queries import Filters
-from app.decisions.records import RECORD_FIELDS
+from app.edge.errors import InvalidInput, NotFound
+from app.edge.openapi import errors
+from app.edge.routing import JSONRoute
 from app.kit.deps import Session, Sessions
-from app.kit.errors import InvalidInput, NotFound
-from app.kit.openapi import errors
 from app.kit.schemas import NAME_PATTERN, DateTime
-from app.ledger.service import outcome_of, outcome_out
+from app.ledger.tables import outcome_of, outcome_out
+from app.log.records import RECORD_FIELDS
 
 router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["decision log"])
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from sqlalchemy import text
 
-from app.kit.handlers import envelope
-from app.kit.openapi import errors
+from app.edge.handlers import envelope
+from app.edge.openapi import errors
 from app.store.migrate import schema_verdict
 
 router = APIRouter(tags=["health"])

@@ -1,2 +1,3 @@
-"""Plumbing shared by features: error envelope and handlers, middleware, common
-dependencies, singleflight, notify. Imports no feature."""
+"""Plumbing shared by features: common dependencies, the caller, canonical digests,
+metrics, singleflight, notify, wire-schema building blocks. Imports no feature (the error
+envelope and the HTTP edge are app/edge)."""

@@ -6,18 +6,19 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.keys import Principal
 from app.auth.roles import Role
-from app.decisions import queries
-from app.decisions.audit import record_in_transaction
+from app.edge.errors import Conflict, Forbidden, NotFound
 from app.kit.caller import Caller
 from app.kit.canonical import canonical_sha256
-from app.kit.errors import Conflict, Forbidden, NotFound
 from app.ledger.schemas import OutcomeIn
-from app.ledger.service import ERROR_CLASSES, Ledger, _insert, outcome_out
-from app.ledger.tables import Outcome
+from app.ledger.service import ERROR_CLASSES, Ledger, _insert
+from app.ledger.tables import Outcome, outcome_out
+from app.log.audit import record_in_transaction
+from app.log.tables import LogRecord
 from app.store.base import utcnow
 
 STATELESS = (None, "inline")  # provenance of a decision bound to no stored plan
@@ -39,7 +40,7 @@ async def report(session: AsyncSession, ledger: Ledger, *, decision_id: str,
     outside the key's projects), 403 (another key's decision), 409 (a deny, or a
     different report already stored)."""
     decision_id = decision_id[:64]
-    row = await queries.get(session, decision_id)
+    row = await session.scalar(select(LogRecord).where(LogRecord.decision_id == decision_id))
     if row is None or row.kind != "authorize" or not principal.sees(row.project):
         raise NotFound(f"decision '{decision_id}' does not exist", decision_id=decision_id)
     if principal.role != Role.ADMIN and row.key_id != principal.key_id:

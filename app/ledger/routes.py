@@ -6,12 +6,11 @@ import orjson
 from fastapi import APIRouter, Response
 
 from app.auth.deps import PrincipalDep
-from app.auth.routing import JSONRoute
 from app.auth.scope import plan_not_found
-from app.decisions.audit import audit_change
+from app.edge.errors import NotFound, ToolgateError
+from app.edge.openapi import errors
+from app.edge.routing import JSONRoute
 from app.kit.deps import CallerDep, NameParam, Session
-from app.kit.errors import NotFound, ToolgateError
-from app.kit.openapi import errors
 from app.ledger import outcomes
 from app.ledger.deps import LedgerDep
 from app.ledger.schemas import (
@@ -24,7 +23,7 @@ from app.ledger.schemas import (
     ProjectLedgerOut,
 )
 from app.ledger.service import NO_PROJECT, plan_ledger, project_ledger
-from app.plans import repository as plan_repo
+from app.log.audit import audit_change
 
 router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["outcomes and ledger"])
 
@@ -89,7 +88,7 @@ async def get_project_ledger(project: NameParam, session: Session,
 async def credit_plan(plan_id: NameParam, body: CreditIn, session: Session,
                       principal: PrincipalDep, caller: CallerDep,
                       ledger: LedgerDep) -> Response:
-    plan = await plan_repo.get_plan(session, plan_id)
+    plan = await ledger.plan_of(session, plan_id) if ledger.plan_of else None
     if plan is None or not principal.sees(plan.project):
         raise plan_not_found(plan_id)
     before = await plan_ledger(session, plan_id)

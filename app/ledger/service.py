@@ -10,6 +10,7 @@ are under the limit: they pass it by at most one call's estimate."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -19,9 +20,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.decisions.records import iso
 from app.ledger.reader import PostgresKnown, SQLiteKnown
-from app.ledger.tables import Hold, Outcome, PlanLedger, ProjectLedger, StepLedger
+from app.ledger.tables import Hold, Outcome, PlanLedger, ProjectLedger, StepLedger, outcome_out
 from app.store.base import utcnow
 from app.store.engine import WRITE_OPTION
 
@@ -98,13 +98,21 @@ async def _add(session: AsyncSession, plan_id: str, project: str | None, *,
                                   held=ProjectLedger.held + held))
 
 
+# (session, plan_id) -> the plan (an object with `.project`) or None.
+PlanLookup = Callable[[AsyncSession, str], Awaitable[Any]]
+
+
 class Ledger:
     """One per process (main.py puts it on app.state.ledger)."""
 
     def __init__(self, sessions: async_sessionmaker[AsyncSession], *,
-                 hold_seconds: int = 3600, reader: SQLiteKnown | PostgresKnown | None = None
-                 ) -> None:
+                 hold_seconds: int = 3600, reader: SQLiteKnown | PostgresKnown | None = None,
+                 plan_of: PlanLookup | None = None) -> None:
         self.sessions = sessions
+        # The ledger knows plans by id only; the route crediting a plan asks this for the
+        # plan (its project): main.py wires app/plans/repository.py's get_plan, so the
+        # ledger imports no feature that builds on it.
+        self.plan_of = plan_of
         self.hold_for = timedelta(seconds=hold_seconds)
         self.reader = reader  # app/ledger/reader.py; None: read through the session
 
@@ -284,20 +292,6 @@ def _num(value: float) -> float:
     return round(value, 9) + 0.0
 
 
-def outcome_out(row: Outcome) -> dict[str, Any]:
-    return {"status": row.status, "cost": row.cost, "verified": row.verified,
-            "error": row.error, "args_sha256": row.args_sha256, "artifacts": row.artifacts,
-            "error_class": row.error_class, "unverified": row.unverified,
-            "args_mismatch": row.args_mismatch, "reported_at": iso(row.reported_at)}
-
-
-async def outcome_of(session: AsyncSession, decision_id: str) -> dict[str, Any] | None:
-    """`GET /v1/decisions/{id}`'s "outcome" (None until reported)."""
-    row = await session.get(Outcome, decision_id)
-    return outcome_out(row) if row is not None else None
-
-
-
 async def outcomes_of(session: AsyncSession, decision_ids: list[str], *,
                       projects: list[str] | None) -> dict[str, dict[str, Any]]:
     """The reported outcomes of these decisions (the operators' page's list), within
@@ -306,9 +300,3 @@ async def outcomes_of(session: AsyncSession, decision_ids: list[str], *,
     if projects is not None:
         query = query.where(Outcome.project.in_(projects))
     return {row.decision_id: outcome_out(row) for row in (await session.scalars(query)).all()}
-
-# Columns `GET /v1/decisions/stats?group_by=` may group authorize decisions by (joined on
-# decision_id: a decision without a report groups under null).
-OUTCOME_GROUPS = {"outcome": Outcome.status, "unverified": Outcome.unverified,
-                  "args_mismatch": Outcome.args_mismatch}
-OUTCOME_JOIN = (Outcome, Outcome.decision_id)

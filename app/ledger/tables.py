@@ -8,8 +8,10 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Boolean, Float, Index, Integer, String, Text, text
+from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, mapped_column
 
+from app.log.records import iso
 from app.store.base import Base, Json, UTCDateTime
 
 HELD = text("state = 'held'")
@@ -94,3 +96,26 @@ class Outcome(Base):
     __table_args__ = (
         Index("ix_outcomes_plan_id", "plan_id"),
     )
+
+
+# How every reader shows an outcome report, and the join `GET /v1/decisions/stats` groups
+# authorize decisions by: they live with the table so the decision log's readers
+# (app/decisions) need the ledger's tables, never its service.
+def outcome_out(row: Outcome) -> dict[str, Any]:
+    return {"status": row.status, "cost": row.cost, "verified": row.verified,
+            "error": row.error, "args_sha256": row.args_sha256, "artifacts": row.artifacts,
+            "error_class": row.error_class, "unverified": row.unverified,
+            "args_mismatch": row.args_mismatch, "reported_at": iso(row.reported_at)}
+
+
+async def outcome_of(session: AsyncSession, decision_id: str) -> dict[str, Any] | None:
+    """`GET /v1/decisions/{id}`'s "outcome" (None until reported)."""
+    row = await session.get(Outcome, decision_id)
+    return outcome_out(row) if row is not None else None
+
+
+# Columns `GET /v1/decisions/stats?group_by=` may group authorize decisions by (joined on
+# decision_id: a decision without a report groups under null).
+OUTCOME_GROUPS = {"outcome": Outcome.status, "unverified": Outcome.unverified,
+                  "args_mismatch": Outcome.args_mismatch}
+OUTCOME_JOIN = (Outcome, Outcome.decision_id)

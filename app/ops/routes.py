@@ -16,8 +16,8 @@ from fastapi.openapi.docs import (
 )
 from fastapi.responses import HTMLResponse
 
-from app.kit.errors import NotFound, Unauthorized
-from app.kit.openapi import errors
+from app.edge.errors import NotFound, Unauthorized
+from app.edge.openapi import errors
 
 router = APIRouter(tags=["operations"])
 

@@ -12,7 +12,6 @@ from fastapi import APIRouter, Query, Response
 
 from app.auth.deps import PrincipalDep
 from app.auth.keys import Principal
-from app.auth.routing import JSONRoute
 from app.auth.scope import (
     action_not_found,
     plan_not_found,
@@ -20,12 +19,13 @@ from app.auth.scope import (
     require_inline_allowed,
     require_plan,
 )
-from app.decisions.audit import audit_change, record_in_transaction
+from app.edge.errors import Conflict, InvalidInput, NotFound
+from app.edge.openapi import errors
+from app.edge.routing import JSONRoute
 from app.kit.deps import CallerDep, NameParam, Session, SettingsDep
-from app.kit.errors import Conflict, InvalidInput, NotFound
-from app.kit.openapi import errors
 from app.kit.schemas import NAME_PATTERN
 from app.ledger.service import plan_ledger
+from app.log.audit import audit_change, record_in_transaction
 from app.plans import repository as plan_repo
 from app.plans.deps import PlanCacheDep
 from app.plans.schemas import (
@@ -46,7 +46,7 @@ from app.plans.service import (
     use_plan,
 )
 from app.policy.checks import check_plan_transition
-from app.profiles import repository as profile_repo
+from app.profiles import service as profile_service
 
 router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["plans"])
 
@@ -85,7 +85,7 @@ async def _check_plan_use(session: Session, principal: Principal, body: PlanIn) 
     """The action must be in the key's projects (else: as if it did not exist). A plan_id
     taken in another project cannot be answered as missing, since it cannot be created
     either: it is a conflict, without a word about the plan that holds it."""
-    action = await profile_repo.get_action(session, body.action_id)
+    action = await profile_service.get_action(session, body.action_id)
     if action is None or not principal.sees(action.project):
         raise action_not_found(body.action_id)
     if body.plan_id is not None:

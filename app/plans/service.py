@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.kit.errors import Conflict, InvalidInput, NotFound
+from app.edge.errors import Conflict, InvalidInput, NotFound
 from app.kit.singleflight import SharedReads
 from app.plans import repository as plan_repo
 from app.plans.tables import Plan
@@ -22,7 +22,7 @@ from app.policy.profiles import (
     UnknownProfileError,
     resolve,
 )
-from app.profiles import repository as profile_repo
+from app.profiles import service as profile_service
 from app.profiles.tables import Action
 from app.store.base import utcnow
 from app.store.engine import lock_key
@@ -134,8 +134,8 @@ async def resolve_stored(
     project: str | None,
 ) -> Resolved:
     """Resolve plan > action > project > global against the stored configuration."""
-    project_row = await profile_repo.get_project(session, project) if project else None
-    config = await profile_repo.get_config(session)
+    project_row = await profile_service.get_project(session, project) if project else None
+    config = await profile_service.get_config(session)
     levels = {
         "plan": plan,
         "action": _action_level(action),
@@ -148,7 +148,7 @@ async def resolve_stored(
     winner = next((held for held in levels.values() if held is not None), None)
     named: dict[str, NamedProfile] = {}
     if isinstance(winner, ProfileRef):
-        row = await profile_repo.get_profile(session, winner.name)
+        row = await profile_service.get_profile(session, winner.name)
         if row is not None:
             named[row.name] = NamedProfile(
                 row.name, row.version, SafetyProfile.model_validate(row.safety)
@@ -163,7 +163,7 @@ async def resolve_stored(
 
 
 async def get_action_or_404(session: AsyncSession, action_id: str) -> Action:
-    action = await profile_repo.get_action(session, action_id)
+    action = await profile_service.get_action(session, action_id)
     if action is None:
         raise NotFound(f"action '{action_id}' does not exist", action_id=action_id)
     return action

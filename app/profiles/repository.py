@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.kit.errors import InvalidInput
+from app.edge.errors import InvalidInput
 from app.profiles.tables import Action, GlobalConfig, Profile, ProfileVersion, Project
 from app.store.base import utcnow
 from app.store.engine import get_locked, lock_key

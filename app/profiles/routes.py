@@ -7,14 +7,15 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 
 from app.auth.deps import PrincipalDep
-from app.auth.routing import JSONRoute
 from app.auth.scope import action_not_found
-from app.decisions.audit import audit_change
+from app.edge.errors import Conflict, NotFound
+from app.edge.openapi import errors
+from app.edge.routing import JSONRoute
 from app.kit.deps import CallerDep, NameParam, ProfileNameParam, Session
-from app.kit.errors import Conflict, NotFound
-from app.kit.openapi import errors
 from app.kit.schemas import NAME_PATTERN
+from app.log.audit import audit_change
 from app.profiles import repository as profile_repo
+from app.profiles.deps import ProfilesDep
 from app.profiles.schemas import (
     ActionIn,
     ActionList,
@@ -28,8 +29,6 @@ from app.profiles.schemas import (
     ProjectList,
     ProjectOut,
 )
-from app.registry import repository as registry_repo
-from app.registry.deps import RegistryDep
 
 router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["configuration"])
 
@@ -46,7 +45,7 @@ def _profile(row) -> dict:  # type: ignore[no-untyped-def]
 @router.put("/profiles/{name}", response_model=ProfileOut, status_code=200,
             responses={201: {"model": ProfileOut, "description": "Created"}, **errors(409)})
 async def put_profile(name: ProfileNameParam, body: ProfileIn, session: Session,
-                      response: Response, caller: CallerDep, registry: RegistryDep) -> dict:
+                      response: Response, caller: CallerDep, profiles: ProfilesDep) -> dict:
     existing = await profile_repo.lock_profile(session, name)
     before = _versioned(existing) if existing else None
     row, created, changed = await profile_repo.put_profile(
@@ -56,11 +55,9 @@ async def put_profile(name: ProfileNameParam, body: ProfileIn, session: Session,
         await audit_change(session, caller, resource="profile", name=name,
                            operation="create" if created else "update",
                            before=before, after=_versioned(row))
-        if await registry_repo.projects_shadowing(session, name):
-            # A project evaluates its decisions under this profile too (SPEC §12): every
-            # replica's registry cache reloads it, as for a settings change.
-            await registry_repo.bump_registry_version(session)
-            registry.invalidate_on_commit(session)
+        # A project evaluates its decisions under this profile too (SPEC §12): every
+        # replica's registry cache reloads it, as for a settings change.
+        await profiles.changed(session, name)
     response.status_code = 201 if created else 200
     return _profile(row)
 
@@ -96,12 +93,12 @@ async def list_profile_versions(name: ProfileNameParam, session: Session) -> dic
     404, 409, s409="The profile is still named by the config, a project or an action "
                    "(code profile_in_use, naming them)"))
 async def delete_profile(name: ProfileNameParam, session: Session,
-                         caller: CallerDep) -> Response:
+                         caller: CallerDep, profiles: ProfilesDep) -> Response:
     row = await profile_repo.lock_profile(session, name)
     if row is None:
         raise NotFound(f"profile '{name}' does not exist", profile=name)
     refs = await profile_repo.profile_references(session, name)
-    if shadowing := await registry_repo.projects_shadowing(session, name):
+    if shadowing := await profiles.shadowing(session, name):
         refs["shadow_projects"] = shadowing
     if refs:
         users = []

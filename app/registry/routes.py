@@ -7,17 +7,17 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from app.auth.deps import PrincipalDep
-from app.auth.routing import JSONRoute
-from app.decisions.audit import audit_change, record_decisions
-from app.decisions.deps import DecisionLogDep
-from app.decisions.records import new_record
-from app.kit.bodies import bad, parse_items
+from app.edge.bodies import bad, parse_items
+from app.edge.errors import NotFound
+from app.edge.openapi import errors
+from app.edge.routing import JSONRoute
 from app.kit.caller import new_decision_id
 from app.kit.deps import CallerDep, NameParam, Session, Sessions
-from app.kit.errors import NotFound
-from app.kit.openapi import errors
+from app.log.audit import audit_change, record_decisions
+from app.log.deps import DecisionLogDep
+from app.log.records import new_record
 from app.policy.screening import phrase_warnings, screen, screen_deny, screen_skills
-from app.profiles import repository as profile_repo
+from app.profiles import service as profile_service
 from app.registry import repository as registry_repo
 from app.registry.deps import RegistryDep
 from app.registry.schemas import (
@@ -311,7 +311,7 @@ async def put_project_settings(project: NameParam, body: ProjectSettingsIn, sess
     on every replica use them as they use registry changes (app/registry/service.py).
     `shadow_profile`: every decision of the project's plans is evaluated under it too
     (docs/replay.md)."""
-    await profile_repo.require_profile(session, body.shadow_profile, "shadow_profile")
+    await profile_service.require_profile(session, body.shadow_profile, "shadow_profile")
     after = body.model_dump()
     row, before = await registry_repo.put_project_settings(session, project, after)
     if before != after:

@@ -33,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.kit.singleflight import SharedReads
 from app.policy.model import RegisteredTool
 from app.policy.profiles import SafetyProfile
-from app.profiles import repository as profile_repo
+from app.profiles import service as profile_service
 from app.registry import repository as registry_repo
 from app.registry.tables import ProjectSettings, RegistryTool
 
@@ -103,7 +103,7 @@ async def _shadows(session: AsyncSession,
         return {}
     found = {}
     for name in sorted(wanted):
-        row = await profile_repo.get_profile(session, name)
+        row = await profile_service.get_profile(session, name)
         if row is not None:
             found[name] = Shadow(row.name, row.version, SafetyProfile.model_validate(row.safety))
     return {project: replace(found[config.shadow_profile],
@@ -232,3 +232,21 @@ class RegistryCache:
 
     def __len__(self) -> int:
         return len(self._tools)
+
+
+class ShadowProjects:
+    """What a profile's change means for the registry (app/profiles/service.py `Shadows`):
+    a project evaluates its decisions under its shadow profile too (SPEC §12), so a change
+    of that profile makes every replica's registry cache reload, as a settings change
+    does; and a profile some project shadows with cannot be deleted."""
+
+    def __init__(self, registry: RegistryCache) -> None:
+        self.registry = registry
+
+    async def projects_shadowing(self, session: AsyncSession, profile: str) -> list[str]:
+        return await registry_repo.projects_shadowing(session, profile)
+
+    async def profile_changed(self, session: AsyncSession, profile: str) -> None:
+        if await registry_repo.projects_shadowing(session, profile):
+            await registry_repo.bump_registry_version(session)
+            self.registry.invalidate_on_commit(session)

@@ -9,12 +9,12 @@ import orjson
 from fastapi import APIRouter
 
 from app.auth.deps import PrincipalDep
-from app.auth.routing import JSONRoute
-from app.decisions.audit import record_in_transaction
+from app.edge.errors import InvalidInput, NotFound
+from app.edge.openapi import errors
+from app.edge.routing import JSONRoute
 from app.kit.canonical import canonical_sha256
 from app.kit.deps import CallerDep, Sessions
-from app.kit.errors import InvalidInput, NotFound
-from app.kit.openapi import errors
+from app.log.audit import record_in_transaction
 from app.replay.deps import ReplayerDep
 from app.replay.engine import Candidate
 from app.replay.schemas import ReplayIn, ReplayOut

@@ -28,9 +28,9 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.decisions.queries import seq_range
-from app.decisions.records import iso
-from app.decisions.tables import ChainHead, LogRecord
-from app.kit.errors import NotFound
+from app.edge.errors import NotFound
+from app.log.records import iso
+from app.log.tables import ChainHead, LogRecord
 from app.plans.service import PlanCache
 from app.policy.profiles import SafetyProfile
 from app.replay.engine import (

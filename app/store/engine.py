@@ -32,7 +32,7 @@ def make_engine(settings: Settings, *, long_statements: bool = False) -> AsyncEn
     `settings.db_timeout_seconds` (docs/configuration.md): a connection from the pool, a
     new connection, a statement and the locks it waits for (SQLite: the busy timeout). A
     call past it raises, and the request is answered 503 storage_unavailable
-    (app/kit/handlers.py). `long_statements`: statements may run as long as they need
+    (app/edge/handlers.py). `long_statements`: statements may run as long as they need
     (`toolgate audit prune`, whose one DELETE may remove millions of records); connecting
     and waiting for a lock stay bounded."""
     timeout = settings.db_timeout_seconds

@@ -16,12 +16,12 @@ from app.auth import repository as keys_repo
 from app.auth.deps import PrincipalDep
 from app.auth.keys import ADMIN_TOKEN_ID
 from app.decisions import queries
-from app.decisions.records import iso
+from app.edge.errors import NotFound
+from app.edge.openapi import errors
 from app.kit.deps import NameParam, Session
-from app.kit.errors import NotFound
-from app.kit.openapi import errors
 from app.kit.schemas import NAME_PATTERN
 from app.ledger.service import outcomes_of
+from app.log.records import iso
 from app.plans import repository as plan_repo
 
 router = APIRouter(prefix="/v1", tags=["operators' page"])

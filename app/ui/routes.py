@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Response
 
 from app.auth.deps import PrincipalDep
 from app.auth.roles import PERMISSIONS
-from app.kit.errors import NotFound
+from app.edge.errors import NotFound
 from app.policy.denies import LAYER_CHECKS, OTHER_CHECKS
 
 router = APIRouter(tags=["operators' page"], include_in_schema=False)

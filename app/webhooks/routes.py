@@ -7,11 +7,11 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 from sqlalchemy import delete, select
 
-from app.auth.routing import JSONRoute
-from app.decisions.audit import audit_change
+from app.edge.errors import InvalidInput, NotFound
+from app.edge.openapi import errors
+from app.edge.routing import JSONRoute
 from app.kit.deps import CallerDep, NameParam, Session
-from app.kit.errors import InvalidInput, NotFound
-from app.kit.openapi import errors
+from app.log.audit import audit_change
 from app.store.base import utcnow
 from app.store.engine import get_locked
 from app.webhooks.schemas import DeliveryList, WebhookIn, WebhookList, WebhookOut

@@ -27,8 +27,8 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.approvals.service import EVENTS as APPROVAL_EVENTS
-from app.decisions.records import iso
-from app.decisions.tables import ChainHead, LogRecord
+from app.log.records import iso
+from app.log.tables import ChainHead, LogRecord
 from app.store.base import utcnow
 from app.store.engine import WRITE_OPTION
 from app.webhooks.tables import Webhook, WebhookCursor, WebhookDelivery

@@ -7,7 +7,7 @@ requests wait in a queue of 256 that autovacuum serves when it next visits the d
 load, so the queue overflows (at once with autovacuum off, and with it on whenever ranges
 fill faster than 256 a visit), and Postgres logs every request it drops: a LOG line with
 the whole INSERT, 7-11 a second at 12,000-15,000 decisions/s (measured, autovacuum off).
-The writer now summarises new ranges itself (app/decisions/writer.py, Summariser). SQLite
+The writer now summarises new ranges itself (app/log/writer.py, Summariser). SQLite
 has no BRIN index: nothing changes there. The ALTER takes a brief exclusive lock on the
 index (inserts wait for it, not for a rebuild).
 

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from app.store.base import utcnow
+from tests.waiting import until
 
 WRITER = {"writes": True, "checkpointable": True, "unsafe": False}
 PROFILE = {"require_human_approval": True, "require_sandbox": False,
@@ -315,7 +316,8 @@ async def test_wait_answers_when_the_approval_is_decided(client, people):
     pending = (await authorize(client, agent, call(plan)))["deny"]["details"]["approval"]
     waiting = asyncio.create_task(
         client.get(f"/v1/approvals/{pending['approval_id']}?wait=30", headers=agent))
-    await asyncio.sleep(0.2)
+    waiters = client.app.state.approvals._waiters
+    await until(lambda: waiters.get(pending["approval_id"]), "the request waits")
     assert not waiting.done()
     started = utcnow()
     await client.post(f"/v1/approvals/{pending['approval_id']}/grant", json={},

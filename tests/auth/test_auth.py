@@ -26,8 +26,8 @@ from app.auth.ratelimit import RateLimiter
 from app.auth.roles import Role, matrix_markdown
 from app.auth.tables import ApiKey
 from app.config import Settings
-from app.decisions.tables import LogRecord
-from app.kit.errors import RateLimited, Unauthorized
+from app.edge.errors import RateLimited, Unauthorized
+from app.log.tables import LogRecord
 from app.main import create_app
 from tests.conftest import ADMIN_HEADERS, ADMIN_TOKEN, PG_DSN
 from tests.serving import serve, stop
@@ -105,7 +105,7 @@ async def test_a_key_revoked_after_use_is_refused_on_the_hot_route(both_paths):
 
 
 def test_the_hot_routes_hash_memory_is_bounded():
-    from app.authorize import hotpath as fastpath
+    from app.authorize import pipeline as fastpath
 
     headers = [f"Bearer tg_{n:040d}".encode() for n in range(fastpath._HASHES_MAX * 3)]
     for header in headers:

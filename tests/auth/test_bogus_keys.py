@@ -12,8 +12,8 @@ import pytest
 from app.auth import routes as key_routes
 from app.auth.keys import Authenticator, KeyCache, Principal, hash_secret
 from app.auth.roles import Role
-from app.authorize import hotpath as fastpath
-from app.kit.errors import Unauthorized
+from app.authorize import pipeline as fastpath
+from app.edge.errors import Unauthorized
 from tests.auth.test_auth import _until, bearer, second_app
 from tests.conftest import ADMIN_TOKEN
 

@@ -275,7 +275,7 @@ def _nested_text(levels: int) -> bytes:
     return b"[" * levels + b"1" + b"]" * levels
 
 
-# Free-form fields nest at most 32 levels (app/kit/freeform.py), the field's own object
+# Free-form fields nest at most 32 levels (app/edge/freeform.py), the field's own object
 # being level 1: "x" holding 31 arrays is at the limit, 32 past it. The red team's 249 to
 # 251 were recorded and then broke every read of the log; 252 to 1023 answered 503; past
 # 1024 levels no JSON reader here reads the body at all (invalid_json).

@@ -16,7 +16,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from app.authorize.hotpath import _Outbox
-from app.decisions.records import new_record
+from app.log.records import new_record
 from tests.conftest import ADMIN_TOKEN
 from tests.uvicorn_wire import Recording
 from tests.uvicorn_wire import answered as _answered

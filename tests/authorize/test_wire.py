@@ -19,8 +19,8 @@ from pydantic import ValidationError
 
 from app.authorize.schemas import AuthorizeIn
 from app.authorize.wire import AuthorizeWire, decode_authorize, decode_authorize_json
-from app.kit import freeform
-from app.kit.freeform import MAX_DEPTH, MAX_ENTRIES
+from app.edge import freeform
+from app.edge.freeform import MAX_DEPTH, MAX_ENTRIES
 from app.policy.tool import MissingCapability
 
 I64 = 2**63 - 1
@@ -52,7 +52,7 @@ def _nest(value: Any, containers: list[str]) -> Any:
     return value
 
 
-# Values at and past the free-form limits (app/kit/freeform.py): 32 levels, the field's
+# Values at and past the free-form limits (app/edge/freeform.py): 32 levels, the field's
 # object being the first, and 10,000 entries per object or array.
 limit_values = st.one_of(
     st.builds(_nest, json_values, st.lists(st.sampled_from(["list", "dict"]),

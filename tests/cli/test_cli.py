@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from app.decisions.chain import GENESIS, record_hash
+from app.log.chain import GENESIS, record_hash
 
 TOOLGATE = str(Path(sys.executable).with_name("toolgate"))
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.decisions.chain import (
+from app.log.chain import (
     COLUMNS,
     GENESIS,
     canonical_details,
@@ -20,8 +20,8 @@ from app.decisions.chain import (
     record_hash,
     verify,
 )
-from app.decisions.records import PG_EPOCH, RECORD_FIELDS, iso_from_ns, parse_iso, pg_micros
-from app.decisions.writer.sqlite import _sqlite_text, _sqlite_time
+from app.log.records import PG_EPOCH, RECORD_FIELDS, iso_from_ns, parse_iso, pg_micros
+from app.log.writer.sqlite import _sqlite_text, _sqlite_time
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1)
@@ -140,7 +140,7 @@ def test_a_time_in_another_form_is_hashed_as_an_export_shows_it():
 
 
 def test_a_record_orjson_refuses_is_unhashable_and_left_as_it_was():
-    from app.decisions.chain import Unhashable
+    from app.log.chain import Unhashable
 
     records = _records(1)
     records[0]["detail"] = {"n": 2**70}
@@ -155,7 +155,7 @@ def test_a_dataclass_in_a_detail_is_refused_not_hashed_in_its_field_order():
     is serialised refuse it."""
     from dataclasses import dataclass
 
-    from app.decisions.chain import Unhashable
+    from app.log.chain import Unhashable
 
     @dataclass
     class Late:

@@ -16,8 +16,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.config import Settings
-from app.decisions.chain import verify
-from app.decisions.log import DecisionLog
+from app.log.chain import verify
+from app.log.decision_log import DecisionLog
 from tests.conftest import ADMIN_TOKEN, app_client
 
 WRITER = {"name": "fs.write", "capability": {"writes": True, "checkpointable": True,
@@ -361,8 +361,8 @@ async def test_verify_up_to_now_finds_truncation(client, settings):
 
 
 def test_the_writer_process_writes_every_column_of_the_table():
-    from app.decisions.chain import COLUMNS
-    from app.decisions.tables import LogRecord
+    from app.log.chain import COLUMNS
+    from app.log.tables import LogRecord
 
     assert COLUMNS == tuple(c.name for c in LogRecord.__table__.columns)
 
@@ -587,8 +587,8 @@ async def test_an_inline_commit_that_hangs_is_refused_in_time_and_the_log_goes_o
 
 async def test_closing_the_inline_log_commits_what_was_sent(postgres_url):
     """Shutdown drains: decisions handed to the log before close() are committed."""
-    from app.decisions.log import DecisionLog
-    from app.decisions.records import new_record
+    from app.log.decision_log import DecisionLog
+    from app.log.records import new_record
 
     log = DecisionLog(postgres_url, writer="inline")
     await log.start()
@@ -640,7 +640,7 @@ async def _bounded_while_stalled(client: httpx.AsyncClient, stalled: Any) -> Non
 async def test_while_postgres_hangs_the_records_waiting_are_bounded(postgres_url, monkeypatch):
     """The database neither commits nor refuses (the chain head stays locked): the inline
     writer's records wait in the worker's memory, so past the bound decisions are refused."""
-    monkeypatch.setattr("app.decisions.log.WAITING_BATCHES", 2)
+    monkeypatch.setattr("app.log.decision_log.WAITING_BATCHES", 2)
     async with app_client(_pg_settings(postgres_url, decision_log_max_batch=4)) as client:
         await _bounded_while_stalled(client, _head_locked(postgres_url))
 
@@ -667,7 +667,7 @@ def _state(pid: int) -> str:
 async def test_while_the_writer_process_stalls_the_records_waiting_are_bounded(
         settings, monkeypatch):
     """The same bound with a writer process (stopped, so it neither answers nor fails)."""
-    monkeypatch.setattr("app.decisions.log.WAITING_BATCHES", 2)
+    monkeypatch.setattr("app.log.decision_log.WAITING_BATCHES", 2)
     changed = settings.model_copy(update={"decision_log_writer": "process",
                                           "decision_log_max_batch": 4})
     async with app_client(changed) as client:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.decisions import records
-from app.decisions.records import MASK, mask
+from app.log import records
+from app.log.records import MASK, mask
 
 KEYS = frozenset({"password", "api_key", "ab" * 40})
 

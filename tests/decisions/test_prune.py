@@ -4,8 +4,8 @@ from datetime import UTC, datetime
 
 import orjson
 
-from app.decisions.chain import verify
 from app.decisions.prune import prune
+from app.log.chain import verify
 
 TOOL = {"name": "t", "capability": {"writes": False, "checkpointable": True, "unsafe": False}}
 

@@ -12,7 +12,7 @@ from sqlalchemy import func, insert, select
 from app.decisions import queries
 from app.decisions.prune import prune
 from app.decisions.queries import Filters
-from app.decisions.tables import LogRecord, RolledHour
+from app.log.tables import LogRecord, RolledHour
 
 NOW = datetime.now(UTC)
 

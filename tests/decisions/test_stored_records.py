@@ -16,9 +16,9 @@ import orjson
 import pytest
 from uuid_utils import uuid7
 
-from app.decisions.chain import GENESIS, verify
-from app.decisions.log import append
-from app.decisions.records import new_record
+from app.log.chain import GENESIS, verify
+from app.log.decision_log import append
+from app.log.records import new_record
 
 
 def _nested(levels: int) -> Any:

@@ -12,12 +12,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from app.decisions.log import FRAME_REQUESTS, DecisionLog, RecordingFailed
-from app.decisions.records import RECORD_FIELDS
-from app.decisions.writer.loop import Source, Writer, groups
-from app.decisions.writer.postgres import PostgresStore
-from app.decisions.writer.sqlite import SQLiteStore
+from app.log.decision_log import FRAME_REQUESTS, DecisionLog, RecordingFailed
+from app.log.records import RECORD_FIELDS
+from app.log.writer.loop import Source, Writer, groups
+from app.log.writer.postgres import PostgresStore
+from app.log.writer.sqlite import SQLiteStore
 from app.store import migrate
+from tests.waiting import until
 
 
 def _record(decision_id: str) -> dict:
@@ -124,17 +125,17 @@ async def test_the_writer_acknowledges_a_frame_of_no_records(tmp_path):
 
 async def test_batches_chain_onto_records_other_transactions_added(database_url):
     """Between two batches another transaction extends the chain (a configuration change
-    through app.decisions.log.append). On Postgres the writer, which chains onto the head
+    through app.log.decision_log.append). On Postgres the writer, which chains onto the head
     it last wrote, must find that out, chain again and still write one unbroken chain."""
     from sqlalchemy import select
     from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
-    from app.decisions.chain import GENESIS, verify
-    from app.decisions.log import append
-    from app.decisions.records import iso, iso_from_ns, new_record
-    from app.decisions.tables import LogRecord
-    from app.decisions.writer.loop import open_store
-    from app.decisions.writer.start import writer_config
+    from app.log.chain import GENESIS, verify
+    from app.log.decision_log import append
+    from app.log.records import iso, iso_from_ns, new_record
+    from app.log.tables import LogRecord
+    from app.log.writer.loop import open_store
+    from app.log.writer.start import writer_config
 
     def _iso(record: dict) -> dict:  # as Writer.commit hands records to the store
         return {**record, "created_at": iso_from_ns(record["created_at"])}
@@ -171,11 +172,11 @@ async def test_two_writers_on_one_chain_both_get_every_batch_in(database_url):
     from sqlalchemy import select
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    from app.decisions.chain import GENESIS, verify
-    from app.decisions.records import iso, iso_from_ns
-    from app.decisions.tables import LogRecord
-    from app.decisions.writer.loop import open_store
-    from app.decisions.writer.start import writer_config
+    from app.log.chain import GENESIS, verify
+    from app.log.records import iso, iso_from_ns
+    from app.log.tables import LogRecord
+    from app.log.writer.loop import open_store
+    from app.log.writer.start import writer_config
 
     config = writer_config(database_url, max_batch=512, timeout=5, sqlite_synchronous="FULL")
     stores = [open_store(config), open_store(config)]
@@ -239,8 +240,8 @@ async def test_inline_a_frame_refused_as_unwritable_with_no_record_to_blame_fail
     """The writer refuses a frame as "cannot be written" while every record in it
     serialises (so none can be singled out): its requests fail, rather than being sent
     again, refused again, for ever. The log goes on."""
-    import app.decisions.writer.postgres as postgres_module
-    from app.decisions.chain import Unhashable
+    import app.log.writer.postgres as postgres_module
+    from app.log.chain import Unhashable
 
     log = DecisionLog(postgres_url, writer="inline")
     await log.start()
@@ -270,7 +271,7 @@ def _niceness(pid: int) -> int:
 async def test_a_workers_own_writer_runs_below_it_and_the_shared_one_does_not(tmp_path):
     """decision_log_writer_nice lowers the priority of a worker's own writer process, which
     only its worker waits on; the shared writer of `--workers N` keeps the server's."""
-    from app.decisions.writer.start import start_shared_writer
+    from app.log.writer.start import start_shared_writer
 
     path = tmp_path / "log.db"
     url = f"sqlite+aiosqlite:///{path}"
@@ -347,8 +348,8 @@ async def test_on_postgres_the_writer_summarises_the_created_at_index_itself(
     """Migration 0007 turned the BRIN index's autosummarize off (its requests to autovacuum
     overflow under load and flood the server log); the writer summarises every filled
     range itself, on a connection beside the commits."""
-    import app.decisions.writer.postgres as postgres_module
-    import app.decisions.writer.summariser as summariser_module
+    import app.log.writer.postgres as postgres_module
+    import app.log.writer.summariser as summariser_module
 
     assert "autosummarize=off" in await _pg(postgres_url, (
         "SELECT array_to_string(reloptions, ',') FROM pg_class "
@@ -377,8 +378,8 @@ async def test_a_summary_that_fails_never_fails_a_commit(postgres_url, monkeypat
     """A passing failure is retried at every turn; one that cannot pass (here: no such
     index, as on a schema from before 0005) is reported once and the summaries stop.
     Either way every decision is committed."""
-    import app.decisions.writer.postgres as postgres_module
-    import app.decisions.writer.summariser as summariser_module
+    import app.log.writer.postgres as postgres_module
+    import app.log.writer.summariser as summariser_module
 
     monkeypatch.setattr(postgres_module, "SUMMARISE_SECONDS", 0.05)
     for n, (query, lasting) in enumerate((("SELECT 1 / 0", False),
@@ -408,7 +409,7 @@ async def test_an_inline_writer_that_stops_on_a_bug_takes_its_summaries_with_it(
         postgres_url, monkeypatch):
     """The inline writer's loop ending by an exception (DecisionLog replaces it) stops its
     store: no summary task, nor its connection, is left behind by the old one."""
-    import app.decisions.writer.postgres as postgres_module
+    import app.log.writer.postgres as postgres_module
 
     def summaries() -> set[asyncio.Task]:
         return {t for t in asyncio.all_tasks() if t.get_name() == "toolgate-decision-log-brin"}
@@ -428,15 +429,13 @@ async def test_an_inline_writer_that_stops_on_a_bug_takes_its_summaries_with_it(
         first._source._answer = bug  # type: ignore[method-assign]
         with pytest.raises(RecordingFailed):
             await asyncio.wait_for(log.write([_record("b")]), 5)
-        await asyncio.sleep(0.1)
-        assert first.running.done() and first.writer.store.summariser._task is None
+        await until(lambda: first.running.done()
+                    and first.writer.store.summariser._task is None, "the writer stopped")
         await log.write([_record("c")])  # a new writer, with summaries of its own
-        await asyncio.sleep(0.2)
-        assert len(summaries() - before) == 1
+        await until(lambda: len(summaries() - before) == 1, "the new writer's summaries")
     finally:
         await log.close()
-    await asyncio.sleep(0.05)
-    assert not summaries() - before
+    await until(lambda: not summaries() - before, "no summaries left running")
 
 
 async def _server_configures_wal_init_zero(postgres_url: str) -> None:
@@ -447,7 +446,7 @@ async def _server_configures_wal_init_zero(postgres_url: str) -> None:
 
 async def _commit_and_show_wal_init_zero(dsn: str) -> str:
     """One record through a Postgres writer on `dsn`; its connection's wal_init_zero."""
-    from app.decisions.records import iso_from_ns
+    from app.log.records import iso_from_ns
 
     record = _record(f"z{time.monotonic_ns()}")
     store = PostgresStore(dsn, 5.0)

@@ -1,5 +1,5 @@
 """The OpenAPI document describes the errors every operation can answer, in the envelope the
-app sends (app/kit/openapi.py); tests/test_openapi_contract.py sends it requests. These
+app sends (app/edge/openapi.py); tests/test_openapi_contract.py sends it requests. These
 are the document's own rules, read without a server."""
 
 from __future__ import annotations

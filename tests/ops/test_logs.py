@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from app.config import Settings
-from app.kit.logs import log_config
+from app.edge.logs import log_config
 from app.main import create_app
 from tests.conftest import ADMIN_HEADERS
 
@@ -102,7 +102,7 @@ async def test_no_access_line_unless_asked(configured: None, client: httpx.Async
 
 
 def test_a_request_context_names_its_request(configured: None) -> None:
-    from app.kit.logs import REQUEST_ID
+    from app.edge.logs import REQUEST_ID
 
     stream = use("json")
     token = REQUEST_ID.set("rq-9")

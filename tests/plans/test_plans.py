@@ -123,7 +123,7 @@ async def test_requests_for_an_uncached_plan_share_one_read(client):
     NotFound reads again, so a plan created meanwhile is found by whoever asked after."""
     import asyncio
 
-    from app.kit.errors import NotFound
+    from app.edge.errors import NotFound
     from app.plans.service import PlanCache
 
     state = client.app.state

@@ -88,7 +88,7 @@ def _kind_plan(url: str, kind: str) -> str:
     from sqlalchemy.engine import make_url
 
     from app.decisions.queries import Filters
-    from app.decisions.tables import LogRecord
+    from app.log.tables import LogRecord
 
     query = (Filters(kind=kind).apply(select(LogRecord))
              .order_by(LogRecord.seq.desc()).limit(101))

@@ -23,11 +23,11 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from app.config import Settings
-from app.decisions.chain import GENESIS
-from app.decisions.records import RECORD_FIELDS, iso_from_ns
-from app.decisions.writer.postgres import PostgresStore
-from app.decisions.writer.sqlite import SQLiteStore
-from app.kit.handlers import render
+from app.edge.handlers import render
+from app.log.chain import GENESIS
+from app.log.records import RECORD_FIELDS, iso_from_ns
+from app.log.writer.postgres import PostgresStore
+from app.log.writer.sqlite import SQLiteStore
 from app.registry.service import RegistryCache
 from tests.conftest import ADMIN_TOKEN, app_client
 

@@ -1,5 +1,5 @@
 """The HTTP edge in `toolgate serve`'s protocol (toolgate_uvicorn/protocol.py) and in the app
-(app/kit/edge.py): head size (431), the header, body and keep-alive deadlines (408, close),
+(app/edge/limits.py): head size (431), the header, body and keep-alive deadlines (408, close),
 the connection cap (the connection waiting longest on its client closed, else 503), and an
 answer given before the body was read (413) reaching a client that is still sending.
 
@@ -17,11 +17,12 @@ from uvicorn.server import ServerState
 
 from app.cli.main import _edge_options
 from app.config import Settings
-from app.kit.edge import EdgeLimits, check_head, connection_cap
-from app.kit.errors import HeadersTooLarge
+from app.edge.errors import HeadersTooLarge
+from app.edge.limits import EdgeLimits, check_head, connection_cap
 from app.main import create_app
 from tests.conftest import ADMIN_TOKEN
 from tests.uvicorn_wire import Recording, answered, connect, responses
+from tests.waiting import until
 from toolgate_uvicorn import protocol
 from toolgate_uvicorn.protocol import ToolgateHttpToolsProtocol
 
@@ -139,7 +140,9 @@ async def test_a_body_not_complete_within_its_deadline_is_408_and_closed(app, ta
         status, _, error = _error(transport)
         assert status == 408 and "body" in error["message"]
         assert transport.closed_after == 1
-    await asyncio.sleep(0.05)  # the ASGI task saw the client go and wrote nothing more
+    # The ASGI task sees the client go and ends, writing nothing more (Recording refuses
+    # a write after close).
+    await until(lambda: not proto.tasks, "the ASGI task ended")
     assert tasks == ["/v1/plans"]
 
 
@@ -168,8 +171,7 @@ async def test_a_request_waiting_for_its_answer_has_no_deadline_of_ours(app, mon
     transport = Recording()
     proto = connect(app, ToolgateHttpToolsProtocol, transport)
     proto.data_received(_request())
-    await asyncio.sleep(0.01)
-    assert proto._phase == protocol.WAIT
+    await until(lambda: proto._phase == protocol.WAIT, "the request waits for its answer")
     _overdue(proto, 3600)
     assert transport.closed_after is None and transport.writes == []
     release.set()
@@ -242,7 +244,7 @@ def test_serve_gives_uvicorns_own_protocol_the_cap_and_both_the_keep_alive_wait(
     plugin = _edge_options(Settings(keep_alive_seconds=7))
     assert plugin["timeout_keep_alive"] == 7 and "limit_concurrency" not in plugin
     plain = _edge_options(Settings(http_protocol="uvicorn", max_connections=300))
-    assert plain["http"] == "httptools" and plain["timeout_keep_alive"] == 5
+    assert plain["http"] == "app.edge.guard:Guarded" and plain["timeout_keep_alive"] == 5
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     assert plain["limit_concurrency"] == min(300, connection_cap(Settings(), soft))
 

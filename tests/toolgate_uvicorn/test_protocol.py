@@ -14,8 +14,9 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from app.authorize import hotpath as fastpath
-from app.decisions import log as decision_log
-from app.decisions.log import RecordingFailed
+from app.config import Settings
+from app.log import decision_log
+from app.log.decision_log import RecordingFailed
 from app.main import create_app
 from tests.conftest import ADMIN_TOKEN
 from tests.uvicorn_wire import Recording, answered, connect, responses
@@ -32,6 +33,16 @@ def _request(body: bytes, *, path: str = "/v1/authorize-tool", method: str = "PO
             f"Authorization: Bearer {ADMIN_TOKEN}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n{extra}\r\n")
     return head.encode() + body
+
+
+@pytest.fixture
+def settings(database_url):
+    """Memory answers only within the registry's ttl (1 s by default): on a loaded machine
+    more than that can pass between a plan's first decision and a test's next request,
+    which then (rightly) goes to the ASGI app. These tests are about which way a request
+    takes when memory can answer, so memory stays fresh for their length."""
+    return Settings(database_url=database_url, admin_token=ADMIN_TOKEN,
+                    registry_ttl_seconds=300)
 
 
 @pytest.fixture
@@ -68,7 +79,10 @@ async def _serve(app, data: bytes, answers: int, protocol_class=ToolgateHttpTool
 
 
 def test_the_protocol_knows_the_hot_route_by_its_path():
-    assert protocol.PATH == fastpath.PATH
+    from app.authorize import pipeline
+
+    assert protocol.PATH == fastpath.PATH == pipeline.PATH
+    assert protocol._OUTCOME == pipeline.OUTCOME  # where it hands a request on
 
 
 async def test_a_known_plan_is_answered_without_an_asgi_task_as_uvicorn_would(

@@ -28,5 +28,5 @@ def test_the_installed_uvicorn_is_a_tested_one_and_pyproject_pins_it():
 
 
 def test_serve_can_be_told_to_use_uvicorns_own_protocol():
-    assert _http_protocol(Settings(http_protocol="uvicorn")) == "httptools"
+    assert _http_protocol(Settings(http_protocol="uvicorn")) == "app.edge.guard:Guarded"
     assert _http_protocol(Settings()) == PROTOCOL

@@ -1340,7 +1340,7 @@ export interface components {
         };
         /**
          * Error
-         * @description The one envelope of every answer that is not a decision (app/kit/handlers.py).
+         * @description The one envelope of every answer that is not a decision (app/edge/handlers.py).
          */
         Error: {
             error: components["schemas"]["ErrorBody"];

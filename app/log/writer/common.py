@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from app.decisions.chain import COLUMNS
+from app.log.chain import COLUMNS
 
 
 def _now() -> datetime:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from app.decisions.log import DecisionLog
+from app.log.decision_log import DecisionLog
 
 
 def get_decision_log(request: Request) -> DecisionLog | None:

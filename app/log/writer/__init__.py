@@ -1,4 +1,4 @@
-"""The decision log's writer process: `python -m app.decisions.writer`. A worker on its own
+"""The decision log's writer process: `python -m app.log.writer`. A worker on its own
 starts one as its child (stdin/stdout); `toolgate serve --workers N` starts one for all its
 workers (`--listen SOCKET`, one connection per worker, same protocol).
 
@@ -26,7 +26,7 @@ worker drain first; the writer leaves when the worker closes the pipe.
 
 Frames are committed whole and in order; consecutive frames share one transaction up to
 `max_batch` records. On SQLite the chain is extended under the `chain_head` row lock
-exactly as `app.decisions.log.append` does it inside request transactions; on Postgres in
+exactly as `app.log.decision_log.append` does it inside request transactions; on Postgres in
 one statement that moves the head only from where this writer last left it (see
 PostgresStore). Either way every process's records form one chain. Imports are kept light
 (no SQLAlchemy): the process starts in ~50 ms.

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from app.decisions.records import RECORD_FIELDS, iso, parse_iso
+from app.log.records import RECORD_FIELDS, iso, parse_iso
 
 GENESIS = "0" * 64
 

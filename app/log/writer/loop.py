@@ -1,5 +1,5 @@
 """The writer's loop: read what has arrived, commit it, acknowledge it. The process's
-entry point (`main`, run by `python -m app.decisions.writer`), its private and shared
+entry point (`main`, run by `python -m app.log.writer`), its private and shared
 modes (`serve`), and the same loop on the caller's event loop (`InProcess`)."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import Any
 
 import orjson
 
-from app.decisions.chain import Unhashable
-from app.decisions.records import iso_from_ns
-from app.decisions.writer.postgres import PostgresStore
-from app.decisions.writer.sqlite import SQLiteStore
 from app.kit.metrics import log_commit
+from app.log.chain import Unhashable
+from app.log.records import iso_from_ns
+from app.log.writer.postgres import PostgresStore
+from app.log.writer.sqlite import SQLiteStore
 
 log = logging.getLogger("toolgate.decisions.writer")
 

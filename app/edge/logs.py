@@ -113,13 +113,13 @@ def log_config(log_format: str, level: str) -> dict[str, Any]:
     """The dictConfig uvicorn applies in every worker (`uvicorn.run(log_config=...)`):
     uvicorn's loggers and toolgate's, one handler on stderr, text or JSON lines."""
     formatter: dict[str, Any] = (
-        {"()": "app.kit.logs._json_formatter"} if log_format == "json"
-        else {"()": "app.kit.logs.TextFormatter", "fmt": TEXT_FORMAT})
+        {"()": "app.edge.logs._json_formatter"} if log_format == "json"
+        else {"()": "app.edge.logs.TextFormatter", "fmt": TEXT_FORMAT})
     level = "DEBUG" if level == "trace" else level.upper()
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "filters": {"context": {"()": "app.kit.logs.RequestContext"}},
+        "filters": {"context": {"()": "app.edge.logs.RequestContext"}},
         "formatters": {"default": formatter},
         "handlers": {"default": {"class": "logging.StreamHandler", "formatter": "default",
                                  "filters": ["context"], "stream": "ext://sys.stderr"}},

@@ -1,6 +1,6 @@
 """One error envelope for everything that is not a decision: {"error": {code, message, details}}.
 
-Routes and services raise these; app/kit/handlers.py renders them (render). No
+Routes and services raise these; app/edge/handlers.py renders them (render). No
 HTTPException anywhere else.
 """
 

@@ -9,10 +9,10 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 from uuid_utils import uuid7
 
-from app.decisions.log import DecisionLog, RecordingFailed, append
-from app.decisions.records import new_record
+from app.edge.errors import Unavailable
 from app.kit.caller import Caller
-from app.kit.errors import Unavailable
+from app.log.decision_log import DecisionLog, RecordingFailed, append
+from app.log.records import new_record
 
 
 async def record_decisions(log: DecisionLog | None, records: list[dict[str, Any]]) -> None:

@@ -7,8 +7,8 @@ import sqlite3
 from datetime import UTC, datetime
 from typing import Any
 
-from app.decisions.chain import COLUMNS, chain_values
-from app.decisions.writer.common import _QUOTED, _now
+from app.log.chain import COLUMNS, chain_values
+from app.log.writer.common import _QUOTED, _now
 
 _SQLITE_HEAD = "UPDATE chain_head SET updated_at = ? WHERE id = 1 RETURNING seq, hash"
 _SQLITE_INSERT = f"INSERT INTO decision_log ({_QUOTED}) VALUES ({', '.join('?' * len(COLUMNS))})"

@@ -17,10 +17,10 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import compile_path
 
+from app.edge.errors import InvalidJSON, ToolgateError
+from app.edge.logs import envelope_code
+from app.edge.observe import ERROR_KEY
 from app.kit import metrics
-from app.kit.errors import InvalidJSON, ToolgateError
-from app.kit.logs import envelope_code
-from app.kit.observe import ERROR_KEY
 from app.policy.tool import MissingCapability
 
 log = logging.getLogger("toolgate")

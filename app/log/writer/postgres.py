@@ -8,10 +8,10 @@ import operator
 from datetime import timedelta
 from typing import Any
 
-from app.decisions.chain import Unhashable, chain_values
-from app.decisions.records import PG_EPOCH, pg_micros
-from app.decisions.writer.common import _QUOTED, _now
-from app.decisions.writer.summariser import SUMMARISE_SECONDS, Summariser
+from app.log.chain import Unhashable, chain_values
+from app.log.records import PG_EPOCH, pg_micros
+from app.log.writer.common import _QUOTED, _now
+from app.log.writer.summariser import SUMMARISE_SECONDS, Summariser
 
 log = logging.getLogger("toolgate.decisions.writer")
 
@@ -88,7 +88,7 @@ class PostgresStore:
     """Extends the chain optimistically: the writer remembers the head it last wrote and
     sends each batch chained onto it in one statement (see _PG_APPEND), instead of the five
     round trips of lock, read, COPY, update, commit. The statement waits for the row lock
-    like any other chain writer (app.decisions.log.append), then checks the head it finds,
+    like any other chain writer (app.log.decision_log.append), then checks the head it finds,
     so the chain stays one chain.
 
     When another process moved the head meanwhile, nothing is written, and the batch goes

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from app.kit.errors import InvalidInput
+from app.edge.errors import InvalidInput
 
 T = TypeVar("T")
 ItemParser = Callable[[Any, str], T]

@@ -1,5 +1,8 @@
 """Route classes for JSON bodies: the key is checked before FastAPI parses the body (so a
-caller without a key gets 401, not a parse error), and bodies are parsed by orjson."""
+caller without a key gets 401, not a parse error), and bodies are parsed by orjson.
+
+The edge imports no feature: the check is the app's `state.authenticate_early`, which
+create_app (app/main.py) wires to app/auth/deps.py's `authenticate_early`."""
 
 from __future__ import annotations
 
@@ -8,8 +11,6 @@ from typing import Any
 import orjson
 from fastapi import Request
 from fastapi.routing import APIRoute
-
-from app.auth.deps import authenticate_early
 
 
 class JSONRequest(Request):
@@ -45,7 +46,7 @@ class JSONRoute(APIRoute):
                 scope["headers"] = headers
             request = request_class(scope, request.receive)
             if scope["method"] not in ("GET", "HEAD", "DELETE"):
-                await authenticate_early(request)
+                await request.app.state.authenticate_early(request)
             return await handler(request)
 
         return route

@@ -8,7 +8,7 @@ from __future__ import annotations
 from time import perf_counter
 from typing import Any
 
-from app.kit.logs import REQUEST_ID, access, request_id_of
+from app.edge.logs import REQUEST_ID, access, request_id_of
 from app.kit.metrics import Tally
 
 SCOPE_KEY = "toolgate.request_id"

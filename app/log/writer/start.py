@@ -36,7 +36,7 @@ def start_shared_writer(database_url: str, *, max_batch: int, timeout: float,
                         db_timeout: float | None = None) -> subprocess.Popen:
     """The one writer all of a server's workers connect to (`toolgate serve --workers N`);
     closing its stdin shuts it down once the workers have gone."""
-    process = subprocess.Popen([sys.executable, "-m", "app.decisions.writer",
+    process = subprocess.Popen([sys.executable, "-m", "app.log.writer",
                                 "--listen", socket_path], stdin=subprocess.PIPE)
     assert process.stdin is not None
     process.stdin.write(orjson.dumps(writer_config(

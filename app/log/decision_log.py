@@ -3,10 +3,10 @@
 
 "No record, no allow": a decision's answer is sent only after its record is committed.
 Each worker process hands its decisions' records to its own writer process
-(`app/decisions/writer/`): the records produced in one turn of the event loop go as one
+(`app/log/writer/`): the records produced in one turn of the event loop go as one
 frame down a pipe (several, of FRAME_REQUESTS requests each, in a busy turn), and the
 writer commits whatever frames have arrived in one transaction. How a writer process is
-configured, and the shared one started, is app/decisions/writer/start.py.
+configured, and the shared one started, is app/log/writer/start.py.
 Durability thus costs one commit per batch rather than per decision, and the hashing, the
 driver and the commit run on another core instead of taking the worker's GIL from requests.
 Every writer, in any process or replica, extends the chain under a lock on the single
@@ -28,10 +28,10 @@ import orjson
 from sqlalchemy import insert, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.decisions.chain import canonical_details, chain_rows
-from app.decisions.tables import ChainHead, LogRecord
-from app.decisions.writer.loop import CANNOT_BE_WRITTEN, InProcess
-from app.decisions.writer.start import writer_config
+from app.log.chain import canonical_details, chain_rows
+from app.log.tables import ChainHead, LogRecord
+from app.log.writer.loop import CANNOT_BE_WRITTEN, InProcess
+from app.log.writer.start import writer_config
 from app.store.base import utcnow
 
 log = logging.getLogger("toolgate.decisions")
@@ -149,7 +149,7 @@ class DecisionLog:
                             "starts its own", exc)
         if acks is None:
             self._process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "app.decisions.writer",
+                sys.executable, "-m", "app.log.writer",
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
             assert self._process.stdin is not None and self._process.stdout is not None
             acks, self._out = self._process.stdout, self._process.stdin

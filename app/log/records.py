@@ -16,6 +16,9 @@ RECORD_FIELDS = (
 
 _FIELDS = frozenset(RECORD_FIELDS)
 
+# The kinds of record that are decisions (the others: config, outcome, ...).
+DECISION_KINDS = ("authorize", "screen", "plan", "resolve")
+
 
 def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")

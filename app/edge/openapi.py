@@ -48,7 +48,7 @@ class ErrorBody(BaseModel):
 
 
 class Error(BaseModel):
-    """The one envelope of every answer that is not a decision (app/kit/handlers.py)."""
+    """The one envelope of every answer that is not a decision (app/edge/handlers.py)."""
 
     model_config = ConfigDict(title="Error")
 

@@ -16,7 +16,7 @@ import resource
 from dataclasses import dataclass
 
 from app.config import Settings
-from app.kit.errors import HeadersTooLarge
+from app.edge.errors import HeadersTooLarge
 
 log = logging.getLogger("toolgate")
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import orjson
 
-from app.kit.errors import InvalidJSON, PayloadTooLarge
-from app.kit.handlers import envelope
+from app.edge.errors import InvalidJSON, PayloadTooLarge
+from app.edge.handlers import envelope
 
 
 async def read_body(scope: dict, receive: Any, limit: int) -> bytes | None:
