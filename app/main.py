@@ -31,6 +31,8 @@ from app.decisions.log import DecisionLog
 from app.decisions.routes import router as decisions_router
 from app.decisions.writer.start import WRITER_SOCKET_ENV
 from app.health.routes import router as health_router
+from app.hooks.routes import router as hooks_router
+from app.hooks.service import Hooks
 from app.kit import handlers, openapi
 from app.kit.edge import HEAD_CHECKED, EdgeLimits, check_head
 from app.kit.middleware import BodyLimit
@@ -128,6 +130,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state.authorizer, state.decision_log, state.notifier = authorizer, decision_log, notifier
         state.approvals, state.background = approvals, background
         state.ledger = ledger
+        state.hooks = Hooks(authorizer=authorizer, decision_log=decision_log, sessions=sessions,
+                            ledger=ledger, allow_inline_profiles=settings.allow_inline_profiles)
         state.replayer = Replayer(sessions=sessions, plans=plans,
                                   max_records=settings.replay_max_records)
         state.metrics = metrics
@@ -172,7 +176,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in (decide_router, batch_router, plans_router, config_router,
                    registry_router, safety_test_router, decisions_router,
                    test_router, keys_router, approvals_router, webhooks_router,
-                   ledger_router, replay_router, whoami_router):
+                   ledger_router, replay_router, whoami_router, hooks_router):
         openapi.document_inputs(router)
         app.include_router(router, dependencies=[Depends(authorize)], responses=keyed)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
