@@ -63,6 +63,18 @@ def decided_name(agent_tool: str) -> str:
     return agent_tool
 
 
+def gateway_of(agent_tool: str, gateways: frozenset[str]) -> str | None:
+    """The gateway server a `mcp__S__T` call goes to, when S is one of toolgate's MCP
+    gateways (the hook URL's `?gateway=S`): that gateway decides the call itself, before it
+    forwards anything, and reports its outcome, so the hook does not decide it a second
+    time under another name (SPEC §14, §15)."""
+    if agent_tool.startswith(MCP_PREFIX):
+        server, sep, _ = agent_tool[len(MCP_PREFIX):].partition("__")
+        if sep and server in gateways:
+            return server
+    return None
+
+
 def session_plan_id(session_id: str) -> str:
     """The plan of an agent session (`?action=`): one per session_id, the same on every
     replica, so it needs no table of its own."""

@@ -58,6 +58,9 @@ async def claude_code_hook(
     plan_id: Annotated[str | None, Query(description="A fixed plan for every call")] = None,
     action: Annotated[str | None, Query(
         description="One plan per session_id, created from this action")] = None,
+    gateway: Annotated[list[str] | None, Query(
+        description="MCP servers (as Claude Code names them) that are toolgate MCP "
+                    "gateways: their calls are decided by the gateway, not here")] = None,
 ) -> Response:
     """`PreToolUse`: one decision (the same as `POST /v1/authorize-tool`), answered in
     Claude Code's format: `permissionDecision` `allow`, `deny` (reason `<ErrorClass>
@@ -68,5 +71,6 @@ async def claude_code_hook(
     hooks = get_hooks(request)
     page = str(request.base_url).rstrip("/")
     answer = await hooks.answer(await request.body(), plan_id=plan_id, action=action,
-                                principal=principal, caller=caller, page=page)
+                                principal=principal, caller=caller, page=page,
+                                gateways=frozenset(gateway or ()))
     return _json(answer)

@@ -55,7 +55,8 @@ class Hooks:
         self.allow_inline_profiles = allow_inline_profiles
 
     async def answer(self, raw: bytes, *, plan_id: str | None, action: str | None,
-                     principal: Principal, caller: Caller, page: str) -> dict[str, Any]:
+                     principal: Principal, caller: Caller, page: str,
+                     gateways: frozenset[str] = frozenset()) -> dict[str, Any]:
         """The hook's answer to one body. Raises Undecidable or a ToolgateError for a call
         it cannot decide on (the route answers those with a deny, app/hooks/routes.py)."""
         if (plan_id is None) == (action is None):
@@ -72,6 +73,12 @@ class Hooks:
         except orjson.JSONDecodeError as exc:
             raise Undecidable(f"the hook body is not JSON: {exc}", code="invalid_json") from None
         call = claude.parse(body)
+        gateway = claude.gateway_of(call.agent_tool, gateways)
+        if gateway is not None:
+            if call.event != PRE:
+                return {}  # the gateway reports the outcome itself
+            return claude.pre_answer("allow", f"toolgate's MCP gateway '{gateway}' decides "
+                                              "this call before it forwards it")
         plan = plan_id if plan_id is not None else claude.session_plan_id(call.session_id)
         if call.event == PRE:
             if action is not None:
