@@ -8,6 +8,7 @@ applies it (`toolgate apply`); each case is one `claude -p` run in a fresh proje
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 from collections.abc import Iterator
@@ -167,7 +168,6 @@ server.run()
                     reason="needs toolgate's MCP gateway (app/gateway, issue 'MCP gateway'), "
                            "not on this branch")
 def test_an_mcp_tool_call_through_the_gateway_is_decided_once(toolgate, model, project):
-    import json
     import sys
 
     calls = project / "calls.txt"
@@ -198,3 +198,31 @@ def test_an_mcp_tool_call_through_the_gateway_is_decided_once(toolgate, model, p
         items = c.get("/v1/decisions", params={"tool": "notes.write_note"}).json()["items"]
     assert [(d["plan_id"], d["allowed"]) for d in items] == [(plan, True)]
     assert decisions(toolgate["url"], result["session_id"]) == []
+
+
+def _hook(verb: str, url: str, token: str, stdin: bytes) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}
+    env.update(TOOLGATE_URL=url, TOOLGATE_TOKEN=token)
+    return subprocess.run([TOOLGATE, "hook", verb, "--action", "coding"], input=stdin,
+                          env=env, capture_output=True, timeout=60)
+
+
+def test_gemini_cli_command_hook_exits_2_on_a_deny_and_when_toolgate_is_down(toolgate):
+    fixtures = Path(__file__).resolve().parent / "fixtures" / "gemini"
+    allowed = _hook("gemini-cli", toolgate["url"], toolgate["token"],
+                    (fixtures / "before_write_file.json").read_bytes())
+    assert allowed.returncode == 0, allowed.stderr
+    assert json.loads(allowed.stdout)["decision"] == "allow"
+    done = _hook("gemini-cli", toolgate["url"], toolgate["token"],
+                 (fixtures / "after_write_file.json").read_bytes())
+    assert (done.returncode, json.loads(done.stdout)) == (0, {})
+    denied = _hook("gemini-cli", toolgate["url"], toolgate["token"],
+                   (fixtures / "before_run_shell_command.json").read_bytes())
+    assert denied.returncode == 2
+    assert json.loads(denied.stdout)["decision"] == "deny"
+    assert b"ToolSafetyViolationError (unsafe_tool)" in denied.stderr
+    down = _hook("gemini-cli", f"http://127.0.0.1:{free_port()}", toolgate["token"],
+                 (fixtures / "before_write_file.json").read_bytes())
+    assert down.returncode == 2 and b"ToolgateUnavailableError" in down.stderr
+    garbage = _hook("claude-code", toolgate["url"], toolgate["token"], b"not json")
+    assert garbage.returncode == 2 and b"invalid_json" in garbage.stderr
