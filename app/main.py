@@ -31,6 +31,7 @@ from app.decisions.log import DecisionLog
 from app.decisions.routes import router as decisions_router
 from app.decisions.writer.start import WRITER_SOCKET_ENV
 from app.health.routes import router as health_router
+from app.hooks.asgi import HookPath
 from app.hooks.routes import router as hooks_router
 from app.hooks.service import Hooks
 from app.kit import handlers, openapi
@@ -142,6 +143,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.fast_path.attach(authorizer=authorizer, authenticator=auth.authenticator,
                                  rate_limiter=auth.rate_limiter, decision_log=decision_log,
                                  tally=app.tally, access_log=settings.access_log)
+        if isinstance(app, ToolgateApp) and app.hook_path is not None:
+            app.hook_path.attach(hooks=state.hooks, authenticator=auth.authenticator,
+                                 rate_limiter=auth.rate_limiter)
         # Everything allocated so far lives as long as the process: keep it out of the
         # cyclic GC's full collections, which otherwise walk ~120k start-up objects
         # (~45 ms, a pause every in-flight request waits for) again and again.
@@ -182,6 +186,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     if settings.fast_path:
         app.fast_path = FastAuthorize(limit=settings.max_body_bytes)
+        app.hook_path = HookPath(limit=settings.max_body_bytes)
     return app
 
 
@@ -192,6 +197,7 @@ class ToolgateApp(FastAPI):
     serving plug-in (toolgate_uvicorn) reads `edge` for the rest of the edge's limits."""
 
     fast_path: FastAuthorize | None = None
+    hook_path: HookPath | None = None  # the coding-agent hooks' route, likewise (app/hooks)
     edge: EdgeLimits = EdgeLimits()
     # The metrics' tally (None: off) and whether each request gets an access line: every
     # answer but the hot route's (which does it itself) is observed here (app/kit/observe.py:
@@ -214,6 +220,12 @@ class ToolgateApp(FastAPI):
         if fast is not None and fast.handles(scope):
             scope["app"] = self
             await fast(scope, receive, send)
+            return
+        hooks = self.hook_path
+        if hooks is not None and hooks.handles(scope):
+            scope["app"] = self
+            await observed(hooks, scope, receive, send, tally=self.tally,
+                           access_log=self.access_log)
             return
         await observed(super().__call__, scope, receive, send, tally=self.tally,
                        access_log=self.access_log)

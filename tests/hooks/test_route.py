@@ -120,7 +120,7 @@ async def test_approval_is_ask_in_client_flag_and_a_named_deny_in_server_mode(cl
     assert f"/ui/#/approvals/{pending[0]['approval_id']}" in reason
 
 
-@pytest.mark.parametrize("content, why", [
+BAD_BODIES = [
     (b"not json", "invalid_json"),
     (b"[1, 2]", "not a JSON object"),
     (b'{"hook_event_name": "Stop", "session_id": "s"}', "unknown_hook_event"),
@@ -135,28 +135,35 @@ async def test_approval_is_ask_in_client_flag_and_a_named_deny_in_server_mode(cl
      b'"cwd": "/w", "tool_name": "Unmapped", "tool_input": {}}', "unregistered_tool"),
     (b'{"hook_event_name": "PreToolUse", "session_id": "s", "tool_use_id": "t", '
      b'"cwd": "/w", "tool_name": "Read", "tool_input": []}', "tool_input"),
-])
-async def test_bad_bodies_are_a_deny_never_an_error(client, agent, content, why):
-    r = await client.post(HOOK + "?action=coding", content=content, headers=agent)
-    assert r.status_code == 200, r.text
-    answer = r.json()
-    assert answer["decision"] == "block" and why in answer["reason"], answer
-    if "hookSpecificOutput" in answer:
+]
+
+
+async def test_bad_bodies_are_a_deny_never_an_error(client, agent):
+    for content, why in BAD_BODIES:
+        r = await client.post(HOOK + "?action=coding", content=content, headers=agent)
+        assert r.status_code == 200, r.text
+        answer = r.json()
+        assert answer["decision"] == "block" and why in answer["reason"], answer
         decision, reason = permission(answer)
         assert decision == "deny" and reason.startswith("ToolgateUnavailableError")
-    assert (await client.get("/v1/decisions")).json()["items"] == [] or why in (
-        "unregistered_tool", "tool.name")
+    # Nothing was decided for any of them.
+    listed = (await client.get("/v1/decisions")).json()["items"]
+    assert [d for d in listed if d["kind"] == "authorize"] == []
+    # Past the body limit (a Write of a large file): still a deny, not a 413.
+    big = pre("Write", {"file_path": "/work/repo/big", "content": "x" * (2 << 20)})
+    r = await client.post(HOOK + "?action=coding", json=big, headers=agent)
+    assert r.status_code == 200 and permission(r.json())[0] == "deny", r.text[:300]
+    assert "payload_too_large" in permission(r.json())[1]
 
 
-@pytest.mark.parametrize("query, why", [
-    ("", "exactly one of"), ("?action=coding&plan_id=p", "exactly one of"),
-    ("?action=no%20such", "not a valid action"), ("?action=missing", "missing"),
-    ("?plan_id=missing", "missing"),
-])
-async def test_bad_urls_are_a_deny(client, agent, query, why):
-    answer = await hook(client, pre("Read", {}), agent, query=query)
-    decision, reason = permission(answer)
-    assert decision == "deny" and why in reason, reason
+async def test_bad_urls_are_a_deny(client, agent):
+    for query, why in [("", "exactly one of"), ("?action=coding&plan_id=p", "exactly one of"),
+                       ("?action=a&action=b", "more than once"),
+                       ("?action=no%20such", "not a valid action"),
+                       ("?action=missing", "missing"), ("?plan_id=missing", "missing")]:
+        answer = await hook(client, pre("Read", {}), agent, query=query)
+        decision, reason = permission(answer)
+        assert decision == "deny" and why in reason, (query, reason)
 
 
 async def test_no_key_or_a_key_of_another_project_is_a_deny(client, agent):
@@ -179,3 +186,22 @@ async def test_a_session_plan_of_another_action_is_a_deny(client, agent):
     answer = await hook(client, pre("Read", {}), agent, query="?action=other")
     decision, reason = permission(answer)
     assert decision == "deny" and "plan_conflict" in reason, reason
+
+
+async def test_the_fastapi_route_answers_as_the_plain_asgi_one(settings):
+    """TOOLGATE_FAST_PATH=false serves the hooks through FastAPI (app/hooks/routes.py):
+    the same answers, failures included."""
+    from tests.conftest import app_client
+
+    async with app_client(settings.model_copy(update={"fast_path": False})) as slow:
+        await apply_mapping(slow)
+        key = await agent_key(slow, projects=["agents"])
+        assert permission(await hook(slow, pre("Read", {}), key))[0] == "allow"
+        decision, reason = permission(await hook(slow, pre("Bash", {"command": "ls"},
+                                                          tool_use_id="t2"), key))
+        assert decision == "deny" and "(unsafe_tool)" in reason
+        r = await slow.post(HOOK + "?action=coding", content=b"{", headers=key)
+        assert r.status_code == 200 and "invalid_json" in r.json()["reason"]
+        answer = await hook(slow, pre("Read", {}), {"Authorization": "Bearer tg_nope"})
+        assert "(unauthorized)" in permission(answer)[1]
+        assert await hook(slow, post("Read", {}), key) == {}
