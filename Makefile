@@ -66,6 +66,7 @@ lock: | $(UV)
 bench: $(STAMP)
 	$(UV) sync --locked --extra dev --group bench --python $(PYTHON)
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/hooks.py
 
 # The service image (docs/deployment.md); BASE=... builds on another base image.
 image:
