@@ -38,7 +38,7 @@ def toolgate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
     require_claude()
     folder = tmp_path_factory.mktemp("toolgate")
     proc, url = serve({"TOOLGATE_DATABASE_URL": f"sqlite+aiosqlite:///{folder}/toolgate.db",
-                       "TOOLGATE_ADMIN_TOKEN": ADMIN}, folder / "server.log")
+                       "TOOLGATE_ADMIN_TOKEN": ADMIN}, folder / "server.log", timeout=180)
     try:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}
         env.update(TOOLGATE_URL=url, TOOLGATE_TOKEN=ADMIN)
@@ -145,6 +145,19 @@ def test_toolgate_stopped_the_tool_does_not_run(toolgate, model, project, form):
     assert [d["tool_name"] for d in result["permission_denials"]] == ["Write"]
     [tool_result] = script.results
     assert tool_result["is_error"] is True
+
+
+def test_a_call_toolgate_cannot_decide_is_denied_by_the_real_cli(toolgate, model, project):
+    """toolgate's answer to a body it cannot decide on (here: a plan that does not exist)
+    is a deny Claude Code honours: the tool does not run and the model is told why."""
+    target = project / "undecided.txt"
+    script = Script("Write", {"file_path": str(target), "content": "x"}, "toolu_undecided")
+    one_run(model, "UNDECIDED", script, project,
+            http_hooks(toolgate["url"], "plan_id=no-such-plan"), toolgate["token"])
+    assert not target.exists()
+    [tool_result] = script.results
+    assert tool_result["is_error"] is True
+    assert "ToolgateUnavailableError (not_found)" in str(tool_result["content"])
 
 
 GATEWAY_UPSTREAM = '''
