@@ -68,6 +68,7 @@ bench: $(STAMP)
 	$(UV) sync --locked --extra dev --group bench --python $(PYTHON)
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/gateway.py  # the MCP gateway's added latency (docs/gateway.md)
+	$(BIN)/python bench/hooks.py
 
 # The service image (docs/deployment.md); BASE=... builds on another base image.
 image:

@@ -34,6 +34,9 @@ from app.edge.limits import HEAD_CHECKED, EdgeLimits, check_head
 from app.edge.middleware import BodyLimit
 from app.edge.observe import observed
 from app.health.routes import router as health_router
+from app.hooks.asgi import HookPath
+from app.hooks.routes import router as hooks_router
+from app.hooks.service import Hooks
 from app.kit.notify import Notifier
 from app.ledger.reader import for_database as ledger_reader
 from app.ledger.routes import router as ledger_router
@@ -137,6 +140,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                   rate_limiter=auth.rate_limiter, limit=settings.max_body_bytes)
         state.approvals, state.background = approvals, background
         state.ledger = ledger
+        state.hooks = Hooks(authorizer=authorizer, decision_log=decision_log, sessions=sessions,
+                            ledger=ledger, allow_inline_profiles=settings.allow_inline_profiles)
         state.replayer = Replayer(sessions=sessions, plans=plans,
                                   max_records=settings.replay_max_records)
         state.metrics = metrics
@@ -146,6 +151,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             # The transport gets the decision log as its recorder, wired here.
             app.fast_path.attach(pipeline=state.pipeline, decision_log=decision_log,
                                  tally=app.tally, access_log=settings.access_log)
+        if isinstance(app, ToolgateApp) and app.hook_path is not None:
+            app.hook_path.attach(hooks=state.hooks, authenticator=auth.authenticator,
+                                 rate_limiter=auth.rate_limiter)
         # Everything allocated so far lives as long as the process: keep it out of the
         # cyclic GC's full collections, which otherwise walk ~120k start-up objects
         # (~45 ms, a pause every in-flight request waits for) again and again.
@@ -183,12 +191,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                    registry_router, safety_test_router, decisions_router,
                    test_router, keys_router, approvals_router, webhooks_router,
                    ledger_router, replay_router, whoami_router,
-                   page_reads_router):
+                   page_reads_router, hooks_router):
         openapi.document_inputs(router)
         app.include_router(router, dependencies=[Depends(authorize)], responses=keyed)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     if settings.fast_path:
         app.fast_path = FastAuthorize(limit=settings.max_body_bytes)
+        app.hook_path = HookPath(limit=settings.max_body_bytes)
     return app
 
 
@@ -199,6 +208,7 @@ class ToolgateApp(FastAPI):
     serving plug-in (toolgate_uvicorn) reads `edge` for the rest of the edge's limits."""
 
     fast_path: FastAuthorize | None = None
+    hook_path: HookPath | None = None  # the coding-agent hooks' route, likewise (app/hooks)
     edge: EdgeLimits = EdgeLimits()
     # The metrics' tally (None: off) and whether each request gets an access line: every
     # answer but the hot route's (which does it itself) is observed here (app/edge/observe.py:
@@ -221,6 +231,12 @@ class ToolgateApp(FastAPI):
         if fast is not None and fast.handles(scope):
             scope["app"] = self
             await fast(scope, receive, send)
+            return
+        hooks = self.hook_path
+        if hooks is not None and hooks.handles(scope):
+            scope["app"] = self
+            await observed(hooks, scope, receive, send, tally=self.tally,
+                           access_log=self.access_log)
             return
         await observed(super().__call__, scope, receive, send, tally=self.tally,
                        access_log=self.access_log)

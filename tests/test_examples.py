@@ -25,6 +25,8 @@ RUN_BY = {
     "policy.yaml": "test_the_decision_tests_pass_on_the_example_policy (and tests/policyfile, "
                    "tests/client/test_live_client.py)",
     "decision-tests.jsonl": "test_the_decision_tests_pass_on_the_example_policy",
+    "claude-code.yaml": "tests/hooks/test_claude_code.py (applied with `toolgate apply`) "
+                        "and tests/hooks/test_route.py",
 }
 
 

@@ -124,6 +124,8 @@ ROUTES: dict[tuple[str, str], str] = {
     ("POST", "/v1/resolve"): "resolve",
     ("POST", "/v1/authorize-tool"): "authorize",
     ("POST", "/v1/authorize-tools"): "authorize",
+    # Coding-agent hooks (SPEC §15): decisions, plan use per session and outcomes.
+    ("POST", "/v1/hooks/claude-code"): "authorize",
     ("POST", "/v1/test"): "decisions.test",
     ("POST", "/v1/screen"): "screen",
     ("POST", "/v1/skills/{name}/safety-test"): "safety_test",

@@ -17,6 +17,7 @@ from app.cli.apply import apply, export
 from app.cli.approvals import approvals
 from app.cli.audit import audit
 from app.cli.gateway import gateway
+from app.cli.hook import hook
 from app.cli.keys import keys
 from app.cli.replay import replay
 from app.cli.settings import settings_or_exit
@@ -267,6 +268,7 @@ cli.add_typer(audit, name="audit")
 cli.add_typer(keys, name="keys")
 cli.add_typer(approvals, name="approvals")
 cli.add_typer(gateway, name="gateway")
+cli.add_typer(hook, name="hook")
 cli.command("apply")(apply)
 cli.command("export")(export)
 cli.command("replay")(replay)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 from datetime import UTC, datetime
 from typing import Annotated
-from uuid import uuid4
 
 import orjson
 from fastapi import APIRouter, Query, Response
@@ -13,10 +12,8 @@ from fastapi import APIRouter, Query, Response
 from app.auth.deps import PrincipalDep
 from app.auth.keys import Principal
 from app.auth.scope import (
-    action_not_found,
     plan_not_found,
     require_action,
-    require_inline_allowed,
     require_plan,
 )
 from app.edge.errors import Conflict, InvalidInput, NotFound
@@ -43,10 +40,9 @@ from app.plans.service import (
     plan_level,
     plan_out,
     resolve_stored,
-    use_plan,
 )
+from app.plans.use import plan_use
 from app.policy.checks import check_plan_transition
-from app.profiles import service as profile_service
 
 router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["plans"])
 
@@ -56,43 +52,10 @@ router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["plans"])
                         **errors(404, 409, s409="plan_id exists with a different request")})
 async def create_plan(body: PlanIn, session: Session, response: Response, settings: SettingsDep,
                       caller: CallerDep, principal: PrincipalDep) -> dict:
-    if body.safety_profile is not None:
-        require_inline_allowed(principal, settings.allow_inline_profiles,
-                               what="an inline safety_profile")
-    if principal.scoped:
-        await _check_plan_use(session, principal, body)
-    plan, created = await use_plan(
-        session,
-        plan_id=body.plan_id or str(uuid4()),
-        action_id=body.action_id,
-        automation_profile=body.automation_profile,
-        safety_profile=body.safety_profile,
-        generated_id=body.plan_id is None,
-    )
-    if created:
-        await record_in_transaction(
-            session, caller, "plan", project=plan.project, plan_id=plan.plan_id,
-            action_id=plan.action_id, provenance=plan.provenance,
-            profile_name=plan.profile_name, profile_version=plan.profile_version,
-            detail={"safety_profile": plan.safety, "read_only": plan.read_only,
-                    "is_default": plan.is_default, "request": plan.request},
-        )
+    plan, created = await plan_use(session, body, principal=principal, caller=caller,
+                                   allow_inline_profiles=settings.allow_inline_profiles)
     response.status_code = 201 if created else 200
     return plan_out(plan)
-
-
-async def _check_plan_use(session: Session, principal: Principal, body: PlanIn) -> None:
-    """The action must be in the key's projects (else: as if it did not exist). A plan_id
-    taken in another project cannot be answered as missing, since it cannot be created
-    either: it is a conflict, without a word about the plan that holds it."""
-    action = await profile_service.get_action(session, body.action_id)
-    if action is None or not principal.sees(action.project):
-        raise action_not_found(body.action_id)
-    if body.plan_id is not None:
-        existing = await plan_repo.get_plan(session, body.plan_id)
-        if existing is not None and not principal.sees(existing.project):
-            raise Conflict(f"plan_id '{body.plan_id}' is not available",
-                           code="plan_conflict", plan_id=body.plan_id)
 
 
 def _encode_cursor(created_at: datetime, plan_id: str) -> str:

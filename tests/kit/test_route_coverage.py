@@ -60,6 +60,11 @@ ONE_PROJECT = {
     ("POST", "/v1/authorize-tool"), ("POST", "/v1/authorize-tools"),
 }
 
+# Routes whose refusals are a 200 answer with a deny naming the refusal's code: Claude Code
+# runs a call whose hook answers an error (app/hooks/routes.py, SPEC §15).
+REFUSED_AS_DENY = {("POST", "/v1/hooks/claude-code"): {
+    401: "(unauthorized)", 403: "(forbidden)", 404: "(not_found)"}}
+
 
 def app_routes() -> list[tuple[str, str]]:
     app = create_app()
@@ -162,7 +167,14 @@ async def test_every_route_refuses_missing_revoked_expired_and_wrong_keys(client
         body = BODIES.get((method, template), {})
         kwargs = {} if method in ("GET", "DELETE") else {"json": body}
         r = await client.request(method, _fill(template, values), headers=headers, **kwargs)
-        if r.status_code != status:
+        if (method, template) in REFUSED_AS_DENY:
+            code = REFUSED_AS_DENY[method, template][status]
+            out = r.json().get("hookSpecificOutput") or {} if r.status_code == 200 else {}
+            if out.get("permissionDecision") != "deny" or code not in out.get(
+                    "permissionDecisionReason", ""):
+                failures.append(f"{method} {template} {why}: not a deny {code}: "
+                                f"{r.status_code} {r.text[:200]}")
+        elif r.status_code != status:
             failures.append(f"{method} {template} {why}: {r.status_code} {r.text[:200]}")
         elif status == 401 and r.headers.get("www-authenticate") != "Bearer":
             failures.append(f"{method} {template} {why}: 401 without WWW-Authenticate")

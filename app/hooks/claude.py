@@ -1,0 +1,167 @@
+"""Claude Code's hook protocol (SPEC §15), as plain data in and out: a hook body becomes a
+`HookCall` (or `Undecidable`, naming what is wrong), a decision becomes the hook's answer.
+Nothing here reads storage or the network; app/hooks/service.py runs the decision.
+
+Claude Code's input (docs.claude.com, "Hooks reference"): `hook_event_name`, `session_id`,
+`cwd`, `tool_name`, `tool_input`, `tool_use_id`, and after the call `tool_response`
+(PostToolUse) or `error` (PostToolUseFailure). Its output for PreToolUse:
+`{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision":
+"allow"|"deny"|"ask", "permissionDecisionReason": "..."}}`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+PRE = "PreToolUse"
+POST = "PostToolUse"
+POST_FAILURE = "PostToolUseFailure"
+EVENTS = (PRE, POST, POST_FAILURE)
+
+MCP_PREFIX = "mcp__"
+# A session id that can be part of a plan id as it is (NAME_PATTERN, with room to spare);
+# any other is replaced by its digest, so a plan id is always a valid name.
+_PLAIN_SESSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,150}\Z")
+# tool_use_id is searched for in the decision log's text (service.py): only plain ids.
+TOOL_USE_ID = re.compile(r"[A-Za-z0-9_.:-]{1,200}\Z")
+MAX_ERROR = 2000  # an outcome's `error` (SPEC §11)
+
+
+class Undecidable(Exception):
+    """A hook body toolgate cannot decide on: answered deny, never an empty allow."""
+
+    def __init__(self, message: str, *, code: str = "invalid_hook_input",
+                 event: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.event = event
+
+
+@dataclass(frozen=True, slots=True)
+class HookCall:
+    event: str
+    session_id: str
+    tool_use_id: str
+    cwd: str
+    agent_tool: str  # the agent's own name for the tool (`Write`, `mcp__fs__write_file`)
+    tool: str        # the name toolgate decides on (`Write`, `fs.write_file`)
+    args: dict[str, Any]
+    failure: str | None = None  # PostToolUseFailure's error text
+
+
+def decided_name(agent_tool: str) -> str:
+    """`mcp__S__T` is the MCP gateway's `S.T` (SPEC §14): one registry entry, one name in
+    stats and replay, whichever way the call came. Every other tool keeps its name."""
+    if agent_tool.startswith(MCP_PREFIX):
+        server, sep, tool = agent_tool[len(MCP_PREFIX):].partition("__")
+        if sep and server and tool:
+            return f"{server}.{tool}"
+    return agent_tool
+
+
+def gateway_of(agent_tool: str, gateways: frozenset[str]) -> str | None:
+    """The gateway server a `mcp__S__T` call goes to, when S is one of toolgate's MCP
+    gateways (the hook URL's `?gateway=S`): that gateway decides the call itself, before it
+    forwards anything, and reports its outcome, so the hook does not decide it a second
+    time under another name (SPEC §14, §15)."""
+    if agent_tool.startswith(MCP_PREFIX):
+        server, sep, _ = agent_tool[len(MCP_PREFIX):].partition("__")
+        if sep and server in gateways:
+            return server
+    return None
+
+
+def session_plan_id(session_id: str) -> str:
+    """The plan of an agent session (`?action=`): one per session_id, the same on every
+    replica, so it needs no table of its own."""
+    if _PLAIN_SESSION.match(session_id):
+        return f"session:{session_id}"
+    return "session:sha256-" + hashlib.sha256(session_id.encode()).hexdigest()[:40]
+
+
+def _text(body: dict[str, Any], field: str, missing: list[str]) -> str:
+    value = body.get(field)
+    if not isinstance(value, str) or not value:
+        missing.append(field)
+        return ""
+    return value
+
+
+def parse(body: Any) -> HookCall:
+    """The hook call in a parsed JSON body; raises Undecidable naming every bad field."""
+    if not isinstance(body, dict):
+        raise Undecidable("the hook body is not a JSON object")
+    event = body.get("hook_event_name")
+    if not isinstance(event, str):
+        raise Undecidable("hook_event_name is missing (a string: PreToolUse, PostToolUse "
+                          "or PostToolUseFailure)")
+    if event not in EVENTS:
+        raise Undecidable(f"hook event '{event[:100]}' is not one toolgate answers "
+                          f"(PreToolUse, PostToolUse, PostToolUseFailure)",
+                          code="unknown_hook_event", event=event)
+    bad: list[str] = []
+    session_id = _text(body, "session_id", bad)
+    tool_use_id = _text(body, "tool_use_id", bad)
+    if tool_use_id and not TOOL_USE_ID.match(tool_use_id):
+        bad.append("tool_use_id")
+    cwd = _text(body, "cwd", bad)
+    if cwd and not cwd.startswith("/"):
+        bad.append("cwd")  # the sandbox root: an absolute path
+    agent_tool = _text(body, "tool_name", bad)
+    args = body.get("tool_input")
+    if not isinstance(args, dict):
+        bad.append("tool_input")
+    failure = None
+    if event == POST_FAILURE:
+        error = body.get("error")
+        failure = (error if isinstance(error, str) else "the tool call failed")[:MAX_ERROR]
+    if bad:
+        raise Undecidable(f"the {event} hook body lacks valid {', '.join(bad)}",
+                          event=event)
+    assert isinstance(args, dict)
+    return HookCall(event=event, session_id=session_id, tool_use_id=tool_use_id, cwd=cwd,
+                    agent_tool=agent_tool, tool=decided_name(agent_tool), args=args,
+                    failure=failure)
+
+
+def authorize_body(call: HookCall, plan_id: str) -> dict[str, Any]:
+    """The authorize request (SPEC §4) for a PreToolUse: the plan, the tool's arguments as
+    Claude Code sent them, the session's cwd as the sandbox root (no sandbox_id: Claude
+    Code's own sandbox is not toolgate's to assert). What the tool does comes from the
+    registry (examples/claude-code.yaml); the metadata ties the decision to the call."""
+    return {
+        "plan_id": plan_id,
+        "tool": {"name": call.tool, "args": call.args},
+        "context": {
+            "sandbox_root": call.cwd,
+            "metadata": {"hook": "claude-code", "session_id": call.session_id,
+                         "tool_use_id": call.tool_use_id, "agent_tool": call.agent_tool},
+        },
+    }
+
+
+def reason(deny: dict[str, Any], decision_id: str) -> str:
+    """`<ErrorClass> (<code>): <message> [decision <id>]`, what the model reads."""
+    return f"{deny['error']} ({deny['code']}): {deny['message']} [decision {decision_id}]"
+
+
+def pre_answer(decision: str, why: str) -> dict[str, Any]:
+    return {"hookSpecificOutput": {"hookEventName": PRE, "permissionDecision": decision,
+                                   "permissionDecisionReason": why}}
+
+
+def refusal(code: str, message: str, event: str | None) -> dict[str, Any]:
+    """The answer to a body toolgate cannot decide on. A PreToolUse (or a body whose
+    event is unknown) is denied; a PostToolUse whose outcome cannot be recorded says so to
+    the model (`decision: block`, Claude Code's way of showing a PostToolUse's reason)."""
+    why = f"ToolgateUnavailableError ({code}): toolgate could not decide: {message}"
+    if event in (POST, POST_FAILURE):
+        return {"decision": "block", "reason": why}
+    answer = pre_answer("deny", why)
+    # Claude Code's older top-level form too, which every version reads as a deny.
+    answer.update({"decision": "block", "reason": why})
+    return answer

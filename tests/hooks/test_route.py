@@ -1,0 +1,207 @@
+"""POST /v1/hooks/claude-code on SQLite and Postgres (SPEC §15): a plan per session, the
+decision of a PreToolUse in Claude Code's format, the outcome of a PostToolUse, and every
+body toolgate cannot decide on answered as a deny with HTTP 200, never a 4xx/500."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.hooks.claude import session_plan_id
+from tests.hooks.helpers import agent_key, apply_mapping, permission, post, pre
+
+HOOK = "/v1/hooks/claude-code"
+
+
+@pytest.fixture
+async def agent(client):
+    await apply_mapping(client)
+    return await agent_key(client, projects=["agents"])
+
+
+async def hook(client, body, headers, query="?action=coding", **kw):
+    r = await client.post(HOOK + query, json=body, headers=headers, **kw)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+async def test_a_session_gets_one_plan_from_the_action_and_keeps_it(client, agent):
+    first = await hook(client, pre("Read", {"file_path": "/work/repo/a.py"}), agent)
+    assert permission(first)[0] == "allow"
+    again = await hook(client, pre("Grep", {"pattern": "x"}, tool_use_id="toolu_02"), agent)
+    assert permission(again)[0] == "allow"
+    other = await hook(client, pre("LS", {}, session="s-2", tool_use_id="toolu_03"), agent)
+    assert permission(other)[0] == "allow"
+    plans = (await client.get("/v1/plans?action_id=coding")).json()["items"]
+    assert sorted(p["plan_id"] for p in plans) == [session_plan_id("s-1"),
+                                                   session_plan_id("s-2")]
+    decisions = (await client.get(f"/v1/decisions?plan_id={session_plan_id('s-1')}")).json()
+    assert [(d["kind"], d["tool"]) for d in decisions["items"]] == [
+        ("authorize", "Grep"), ("authorize", "Read"), ("plan", None)]
+
+
+async def test_deny_names_class_code_and_decision(client, agent):
+    answer = await hook(client, pre("Bash", {"command": "rm -rf /"}), agent)
+    decision, reason = permission(answer)
+    assert decision == "deny"
+    assert reason.startswith("ToolSafetyViolationError (unsafe_tool): Tool 'Bash'")
+    decision_id = reason.rsplit("[decision ", 1)[1].rstrip("]")
+    stored = (await client.get(f"/v1/decisions/{decision_id}")).json()
+    assert stored["allowed"] is False and stored["code"] == "unsafe_tool"
+
+
+async def test_a_write_outside_cwd_is_a_sandbox_escape(client, agent):
+    inside = await hook(client, pre("Write", {"file_path": "/work/repo/x.txt",
+                                              "content": "hi"}), agent)
+    assert permission(inside)[0] == "allow"
+    for path in ("/etc/passwd", "/work/repo/../other/x", "/work/repository/x"):
+        outside = await hook(client, pre("Write", {"file_path": path, "content": "hi"},
+                                         tool_use_id="toolu_09"), agent)
+        decision, reason = permission(outside)
+        assert decision == "deny", path
+        assert "ToolSandboxEscapeError (sandbox_path_escape)" in reason, reason
+
+
+async def test_mcp_tools_are_decided_under_the_gateway_name(client, agent):
+    r = await client.put("/v1/tools/fs.write_file", json={
+        "capability": {"writes": True, "checkpointable": True, "unsafe": False},
+        "safety_category": "safe", "path_args": ["path"]})
+    assert r.status_code in (200, 201)
+    answer = await hook(client, pre("mcp__fs__write_file", {"path": "/work/repo/a"}), agent)
+    decision, reason = permission(answer)
+    assert decision == "allow", reason
+    decision_id = reason.rsplit("[decision ", 1)[1].rstrip("]")
+    assert (await client.get(f"/v1/decisions/{decision_id}")).json()["tool"] == "fs.write_file"
+
+
+async def test_post_tool_use_reports_the_outcome_of_that_call(client, agent):
+    args = {"file_path": "/work/repo/x.txt", "content": "hi"}
+    allowed = await hook(client, pre("Write", args, tool_use_id="toolu_w1"), agent)
+    decision_id = permission(allowed)[1].rsplit("[decision ", 1)[1].rstrip("]")
+    await hook(client, pre("Write", args, tool_use_id="toolu_w2"), agent)  # another call
+    assert await hook(client, post("Write", args, tool_use_id="toolu_w1"), agent) == {}
+    outcome = (await client.get(f"/v1/decisions/{decision_id}")).json()["outcome"]
+    assert outcome["status"] == "succeeded" and outcome["args_mismatch"] is False
+    # The same report again changes nothing; a failure of the other call is its own.
+    assert await hook(client, post("Write", args, tool_use_id="toolu_w1"), agent) == {}
+    failed = await hook(client, post("Write", {**args, "content": "other"}, failed=True,
+                                     tool_use_id="toolu_w2"), agent)
+    assert failed == {}
+    items = (await client.get("/v1/decisions?kind=outcome")).json()["items"]
+    assert sorted(i["code"] for i in items) == ["execution_failed", "succeeded"]
+    mismatch = [i for i in items if i["code"] == "execution_failed"][0]
+    assert (await client.get(f"/v1/decisions/{mismatch['decision_id']}")).status_code == 200
+
+
+async def test_post_tool_use_without_a_decision_is_said_to_the_model(client, agent):
+    answer = await hook(client, post("Write", {"file_path": "/work/repo/x"},
+                                     tool_use_id="toolu_never"), agent)
+    assert answer["decision"] == "block"
+    assert "no_decision" in answer["reason"] and "toolu_never" in answer["reason"]
+    assert (await client.get("/v1/decisions?kind=outcome")).json()["items"] == []
+
+
+async def test_approval_is_ask_in_client_flag_and_a_named_deny_in_server_mode(client, agent):
+    r = await client.put("/v1/actions/reviewed", json={
+        "project": "agents", "safety_profile": {
+            "require_sandbox": False, "require_checkpoints": False,
+            "require_human_approval": True}})
+    assert r.status_code in (200, 201), r.text
+    asked = await hook(client, pre("Read", {}), agent, query="?action=reviewed")
+    decision, reason = permission(asked)
+    assert decision == "ask" and "human_approval_required" in reason
+    r = await client.put("/v1/projects/agents/settings", json={"approval_mode": "server"})
+    assert r.status_code == 200, r.text
+    denied = await hook(client, pre("Read", {}, session="s-srv"), agent,
+                        query="?action=reviewed")
+    decision, reason = permission(denied)
+    assert decision == "deny" and "human_approval_required" in reason
+    pending = (await client.get("/v1/approvals?state=pending")).json()["items"]
+    assert len(pending) == 1
+    assert f"/ui/#/approvals/{pending[0]['approval_id']}" in reason
+
+
+BAD_BODIES = [
+    (b"not json", "invalid_json"),
+    (b"[1, 2]", "not a JSON object"),
+    (b'{"hook_event_name": "Stop", "session_id": "s"}', "unknown_hook_event"),
+    (b'{"session_id": "s"}', "hook_event_name is missing"),
+    (b'{"hook_event_name": "PreToolUse"}', "session_id, tool_use_id, cwd, tool_name, "
+                                           "tool_input"),
+    (b'{"hook_event_name": "PreToolUse", "session_id": "s", "tool_use_id": "t", '
+     b'"cwd": "relative", "tool_name": "Read", "tool_input": {}}', "cwd"),
+    (b'{"hook_event_name": "PreToolUse", "session_id": "s", "tool_use_id": "t", '
+     b'"cwd": "/w", "tool_name": "not a name", "tool_input": {}}', "tool.name"),
+    (b'{"hook_event_name": "PreToolUse", "session_id": "s", "tool_use_id": "t", '
+     b'"cwd": "/w", "tool_name": "Unmapped", "tool_input": {}}', "unregistered_tool"),
+    (b'{"hook_event_name": "PreToolUse", "session_id": "s", "tool_use_id": "t", '
+     b'"cwd": "/w", "tool_name": "Read", "tool_input": []}', "tool_input"),
+]
+
+
+async def test_bad_bodies_are_a_deny_never_an_error(client, agent):
+    for content, why in BAD_BODIES:
+        r = await client.post(HOOK + "?action=coding", content=content, headers=agent)
+        assert r.status_code == 200, r.text
+        answer = r.json()
+        assert answer["decision"] == "block" and why in answer["reason"], answer
+        decision, reason = permission(answer)
+        assert decision == "deny" and reason.startswith("ToolgateUnavailableError")
+    # Nothing was decided for any of them.
+    listed = (await client.get("/v1/decisions")).json()["items"]
+    assert [d for d in listed if d["kind"] == "authorize"] == []
+    # Past the body limit (a Write of a large file): still a deny, not a 413.
+    big = pre("Write", {"file_path": "/work/repo/big", "content": "x" * (2 << 20)})
+    r = await client.post(HOOK + "?action=coding", json=big, headers=agent)
+    assert r.status_code == 200 and permission(r.json())[0] == "deny", r.text[:300]
+    assert "payload_too_large" in permission(r.json())[1]
+
+
+async def test_bad_urls_are_a_deny(client, agent):
+    for query, why in [("", "exactly one of"), ("?action=coding&plan_id=p", "exactly one of"),
+                       ("?action=a&action=b", "more than once"),
+                       ("?action=no%20such", "not a valid action"),
+                       ("?action=missing", "missing"), ("?plan_id=missing", "missing")]:
+        answer = await hook(client, pre("Read", {}), agent, query=query)
+        decision, reason = permission(answer)
+        assert decision == "deny" and why in reason, (query, reason)
+
+
+async def test_no_key_or_a_key_of_another_project_is_a_deny(client, agent):
+    body = pre("Read", {})
+    answer = await hook(client, body, {"Authorization": "Bearer tg_wrong"})
+    assert permission(answer)[0] == "deny" and "unauthorized" in permission(answer)[1]
+    other = await agent_key(client, projects=["elsewhere"])
+    answer = await hook(client, body, other)
+    assert permission(answer)[0] == "deny"
+    auditor = (await client.post("/v1/keys", json={"name": "a", "role": "auditor",
+                                                   "projects": None})).json()["key"]
+    answer = await hook(client, body, {"Authorization": f"Bearer {auditor}"})
+    assert permission(answer)[0] == "deny" and "forbidden" in permission(answer)[1]
+
+
+async def test_a_session_plan_of_another_action_is_a_deny(client, agent):
+    assert permission(await hook(client, pre("Read", {}), agent))[0] == "allow"
+    r = await client.put("/v1/actions/other", json={"project": "agents"})
+    assert r.status_code in (200, 201), r.text
+    answer = await hook(client, pre("Read", {}), agent, query="?action=other")
+    decision, reason = permission(answer)
+    assert decision == "deny" and "plan_conflict" in reason, reason
+
+
+async def test_the_fastapi_route_answers_as_the_plain_asgi_one(settings):
+    """TOOLGATE_FAST_PATH=false serves the hooks through FastAPI (app/hooks/routes.py):
+    the same answers, failures included."""
+    from tests.conftest import app_client
+
+    async with app_client(settings.model_copy(update={"fast_path": False})) as slow:
+        await apply_mapping(slow)
+        key = await agent_key(slow, projects=["agents"])
+        assert permission(await hook(slow, pre("Read", {}), key))[0] == "allow"
+        decision, reason = permission(await hook(slow, pre("Bash", {"command": "ls"},
+                                                          tool_use_id="t2"), key))
+        assert decision == "deny" and "(unsafe_tool)" in reason
+        r = await slow.post(HOOK + "?action=coding", content=b"{", headers=key)
+        assert r.status_code == 200 and "invalid_json" in r.json()["reason"]
+        answer = await hook(slow, pre("Read", {}), {"Authorization": "Bearer tg_nope"})
+        assert "(unauthorized)" in permission(answer)[1]
+        assert await hook(slow, post("Read", {}), key) == {}
