@@ -22,7 +22,12 @@ $(UV):
 # re-resolution.
 $(STAMP): uv.lock pyproject.toml clients/python/pyproject.toml | $(UV)
 	$(UV) sync --locked --extra dev --python $(PYTHON)
+	@LINK=$(LINK) sh deploy/link-cli.sh $(BIN)/toolgate
 	touch $(STAMP)
+
+# `toolgate` on the PATH of every new shell (deploy/link-cli.sh): a link in the first
+# writable folder of ~/.local/bin, /usr/local/bin that is on PATH. `make LINK=0 ...`: none.
+LINK ?= 1
 
 run: $(STAMP)
 	$(BIN)/toolgate serve
