@@ -22,7 +22,12 @@ $(UV):
 # re-resolution.
 $(STAMP): uv.lock pyproject.toml clients/python/pyproject.toml | $(UV)
 	$(UV) sync --locked --extra dev --python $(PYTHON)
+	@LINK=$(LINK) sh deploy/link-cli.sh $(BIN)/toolgate
 	touch $(STAMP)
+
+# `toolgate` on the PATH of every new shell (deploy/link-cli.sh): a link in the first
+# writable folder of ~/.local/bin, /usr/local/bin that is on PATH. `make LINK=0 ...`: none.
+LINK ?= 1
 
 run: $(STAMP)
 	$(BIN)/toolgate serve
@@ -37,12 +42,16 @@ PYTEST := $(BIN)/python -m pytest
 # builds, the OpenAPI contract run), then those. Either failing fails `make test` (make
 # stops at the first failing line). Exit 5, no test selected, fails the first run; the
 # second's is no failure: with no test marked slow, every test has run in the first.
+# Both run on every core (pytest-xdist, -n auto): --dist loadscope keeps a module's tests on
+# one worker, so a module's shared server or browser serves all of them, in order.
+# --durations=25 prints the 25 slowest tests of each run.
+XDIST := -n auto --dist loadscope --durations=25
 test: $(STAMP)
-	$(PYTEST) -m "not slow" tests clients/python/tests
-	$(PYTEST) -m slow tests || [ $$? -eq 5 ]
+	$(PYTEST) -m "not slow" $(XDIST) tests clients/python/tests
+	$(PYTEST) -m slow $(XDIST) tests || [ $$? -eq 5 ]
 
 test-fast: $(STAMP)
-	$(PYTEST) -m "not slow" tests clients/python/tests
+	$(PYTEST) -m "not slow" $(XDIST) tests clients/python/tests
 
 # The TypeScript client alone (clients/typescript): install its locked devDependencies,
 # build, and run its node tests; the live ones skip without a service (`make test` runs them

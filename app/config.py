@@ -54,7 +54,7 @@ class Settings(BaseSettings):
     # An admin key given by the environment (docs/auth.md "Bootstrap"); never stored.
     admin_token: str | None = None
     host: str = "127.0.0.1"
-    port: int = 8000
+    port: int = Field(default=8000, ge=1, le=65535)
     workers: int = Field(default=1, ge=1, le=64)
     # uvicorn's levels (uvicorn.config.LOG_LEVELS), any case: checked here, so an unknown
     # one stops `toolgate serve` with the variable named instead of a KeyError in uvicorn.

@@ -24,7 +24,7 @@ def free_port() -> int:
 
 
 def serve(env: dict[str, str], log: Path, *, workers: int = 1,
-          timeout: float = 60, cwd: Path | None = None) -> tuple[subprocess.Popen, str]:
+          timeout: float = 180, cwd: Path | None = None) -> tuple[subprocess.Popen, str]:
     port = free_port()
     # Only the settings the test gives: nothing TOOLGATE_* leaks in from the environment.
     full = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}

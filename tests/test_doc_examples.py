@@ -1,9 +1,11 @@
 """The docs' commands run, against a served toolgate (tests/docblocks.py says which and how).
 
-Each page gets a fresh `toolgate serve` on the SQLite default, started as `make run` starts
+One `toolgate serve` on the SQLite default serves every page, started as `make run` starts
 it: in an empty folder, no TOOLGATE_* settings, so it creates ./toolgate.db and writes the
-first admin key to ./toolgate.admin-key. The page's blocks then run in that folder, in
-order, as the reader would after the README's quickstart: `examples/` is there, and
+first admin key to ./toolgate.admin-key. The README's blocks run first, then each page's, in
+the order of PAGES, on that one server and in that folder, as a reader who follows the
+README and then the docs one after another would: a page's example that collides with an
+earlier page's (a plan id taken, a prune refused) fails here. `examples/` is there, and
 TOOLGATE_URL, TOOLGATE_TOKEN (the admin key) and `auth` (its header) are set.
 """
 
@@ -87,8 +89,10 @@ def test_every_skipped_block_says_why() -> None:
 
 # --- the pages, run -------------------------------------------------------------------------
 
-@pytest.fixture
-def instance(tmp_path: Path) -> Iterator[tuple[str, Path, dict[str, str]]]:
+@pytest.fixture(scope="module")
+def instance(tmp_path_factory: pytest.TempPathFactory
+             ) -> Iterator[tuple[str, Path, dict[str, str]]]:
+    tmp_path = tmp_path_factory.mktemp("docs")
     folder = tmp_path / "reader"
     folder.mkdir()
     (folder / "examples").symlink_to(ROOT / "examples")

@@ -10,7 +10,7 @@ import typer
 
 from app.cli.http import DEFAULT_URL, call
 
-approvals = typer.Typer(help="List, show, grant, reject and cancel approvals (SPEC §10).",
+approvals = typer.Typer(help="List, show, grant, reject and cancel approvals (docs/approvals.md).",
                         no_args_is_help=True)
 
 Url = Annotated[str, typer.Option(envvar="TOOLGATE_URL", help="Service URL")]

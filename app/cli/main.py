@@ -9,21 +9,19 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from app.cli.apply import apply, export
-from app.cli.approvals import approvals
-from app.cli.audit import audit
-from app.cli.gateway import gateway
-from app.cli.hook import hook
-from app.cli.keys import keys
-from app.cli.replay import replay
+from app.cli.lazy import MARKUP, LazyGroup
 from app.cli.settings import settings_or_exit
-from app.config import Settings
 
-cli = typer.Typer(help="toolgate: policy decisions for AI agents.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from app.config import Settings
+
+# Subcommands other than the ones below are imported on first use (app/cli/lazy.py).
+cli = typer.Typer(help="toolgate: policy decisions for AI agents.", no_args_is_help=True,
+                  cls=LazyGroup, rich_markup_mode=MARKUP)
 
 
 def _version(value: bool) -> None:
@@ -50,15 +48,31 @@ def migrate() -> None:
     from app.store import migrate as migrations
 
     settings = settings_or_exit()
-    migrations.upgrade(settings.database_url)
-    typer.echo(f"schema at {migrations.head(settings.database_url)}")
+    try:
+        migrations.upgrade(settings.database_url)
+        head = migrations.head(settings.database_url)
+    except Exception as exc:  # unreachable or refusing database: one line, as `serve` says it
+        typer.echo(f"toolgate: cannot migrate the database: {_one_line(exc)}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"schema at {head}")
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception as one line: the innermost cause's type and message (a driver's
+    "Connect call failed" rather than SQLAlchemy's wrapper and its traceback)."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"
 
 
 @cli.command()
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address [TOOLGATE_HOST]")] = None,
-    port: Annotated[int | None, typer.Option(help="Port [TOOLGATE_PORT]")] = None,
-    workers: Annotated[int | None, typer.Option(help="Worker processes [TOOLGATE_WORKERS]")] = None,
+    port: Annotated[int | None, typer.Option(
+        min=1, max=65535, help="Port, 1-65535 [TOOLGATE_PORT]")] = None,
+    workers: Annotated[int | None, typer.Option(
+        min=1, max=64, help="Worker processes, 1-64 [TOOLGATE_WORKERS]")] = None,
 ) -> None:
     """Serve the API. On the SQLite default the schema is migrated first; on PostgreSQL the
     schema must already be at head (run `toolgate migrate`), or ahead of it by migrations
@@ -71,7 +85,7 @@ def serve(
     try:
         verdict = migrations.verdict(settings.database_url)
     except Exception as exc:  # unreachable database: say so plainly, do not start
-        typer.echo(f"toolgate: cannot reach the database: {exc}", err=True)
+        typer.echo(f"toolgate: cannot reach the database: {_one_line(exc)}", err=True)
         raise typer.Exit(2) from None
     if settings.is_sqlite and not verdict.ahead:
         migrations.upgrade(settings.database_url)
@@ -221,7 +235,7 @@ def safety_test(
         = "http://127.0.0.1:8000",
     token: Annotated[str | None, typer.Option(envvar="TOOLGATE_TOKEN", help="API key")] = None,
 ) -> None:
-    """Check a skill's safety test (seed 003: data/safety_test.jsonl). Prints each utterance
+    """Check that a skill rejects every utterance of a safety-test file. Prints each utterance
     that was not rejected; exit 1 on any miss, 2 when the service cannot answer."""
     from urllib.parse import quote
 
@@ -263,15 +277,6 @@ def test_cases(
     if not report["ok"]:
         raise typer.Exit(1)
 
-
-cli.add_typer(audit, name="audit")
-cli.add_typer(keys, name="keys")
-cli.add_typer(approvals, name="approvals")
-cli.add_typer(gateway, name="gateway")
-cli.add_typer(hook, name="hook")
-cli.command("apply")(apply)
-cli.command("export")(export)
-cli.command("replay")(replay)
 
 
 def main() -> None:

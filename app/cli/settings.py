@@ -4,15 +4,20 @@ named (exit 2), not a pydantic traceback."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
-from app.config import Settings
+if TYPE_CHECKING:
+    from app.config import Settings
 
 BAD_SETTING = 2
 
 
 def settings_or_exit() -> Settings:
     from pydantic import ValidationError
+
+    from app.config import Settings
 
     try:
         return Settings()

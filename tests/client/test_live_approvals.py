@@ -128,6 +128,75 @@ def test_async_enforce_waits_for_the_grant(server):
     assert asyncio.run(run()) is True
 
 
+def test_a_guarded_function_waits_and_names_the_approval_while_it_waits(server):
+    url, agent, approver = server
+    plan = _plan(url)
+    seen: list[dict] = []
+    person = threading.Thread(target=_decide_first_pending, args=(url, approver, plan, "grant"))
+    person.start()
+    with Client(url, token=agent, timeout=5) as client:
+        @client.guard(tool=lambda service: {"name": "deploy", "capability": WRITER,
+                                            "args": {"service": service}},
+                      plan_id=plan, wait_for_approval=30, on_pending=seen.append)
+        def deploy(service: str) -> str:
+            return f"deployed {service}"
+
+        assert deploy("cache") == "deployed cache"
+    person.join(timeout=30)
+    assert len(seen) == 1 and seen[0]["approval_id"]
+    assert seen[0]["state"] == "pending"
+
+
+def test_guarded_block_waits_for_the_grant_and_reports(server):
+    url, agent, approver = server
+    plan = _plan(url)
+    seen: list[str] = []
+    person = threading.Thread(target=_decide_first_pending, args=(url, approver, plan, "grant"))
+    person.start()
+    with Client(url, token=agent, timeout=5) as client:
+        with client.guarded(plan_id=plan, wait_for_approval=30,
+                            on_pending=lambda approval: seen.append(approval["approval_id"]),
+                            tool={"name": "deploy", "capability": WRITER,
+                                  "args": {"service": "queue"}}) as decision:
+            assert decision.allowed is True
+    person.join(timeout=30)
+    assert len(seen) == 1
+
+
+def test_async_guard_awaits_an_async_on_pending(server):
+    url, agent, approver = server
+    plan = _plan(url)
+    seen: list[str] = []
+
+    async def note(approval: dict) -> None:
+        seen.append(approval["approval_id"])
+
+    async def run() -> str:
+        async with AsyncClient(url, token=agent, timeout=5) as client:
+            @client.guard(tool={"name": "deploy", "capability": WRITER, "args": {"n": 2}},
+                          plan_id=plan, wait_for_approval=30, on_pending=note)
+            async def deploy() -> str:
+                return "ok"
+
+            person = asyncio.to_thread(_decide_first_pending, url, approver, plan, "grant")
+            result, _ = await asyncio.gather(deploy(), person)
+            return result
+
+    assert asyncio.run(run()) == "ok"
+    assert len(seen) == 1
+
+
+def test_without_a_wait_on_pending_is_not_called(server):
+    url, agent, _ = server
+    plan = _plan(url)
+    seen: list[dict] = []
+    with Client(url, token=agent, timeout=5) as client, pytest.raises(
+            ToolHumanApprovalRequiredError):
+        client.enforce(plan_id=plan, on_pending=seen.append,
+                       tool={"name": "deploy", "capability": WRITER, "args": {"n": 3}})
+    assert seen == []
+
+
 def _cli(*args: str, token: str, url: str) -> subprocess.CompletedProcess:
     return subprocess.run([TOOLGATE, "approvals", *args, "--url", url, "--token", token],
                           capture_output=True, text=True, timeout=60)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -148,6 +149,7 @@ class AsyncClient(_BaseClient):
         explain: bool = False,
         request_id: str | None = None,
         wait_for_approval: float | None = None,
+        on_pending: Callable[[dict[str, Any]], Any] | None = None,
     ) -> Decision:
         """Return the Decision if allowed, else raise the exact class named by ``deny.error``.
 
@@ -156,6 +158,9 @@ class AsyncClient(_BaseClient):
         it and, once granted, ask again (the same request). Raises
         :class:`ToolHumanApprovalRequiredError`, carrying the approval
         (``exc.approval``), when it is rejected, cancelled, expires or the wait runs out.
+        ``on_pending(approval)`` is called once for each pending approval it starts waiting
+        on (the approval as the deny names it: ``approval_id``, ``expires_at``, ...), to show
+        a person which approval to decide (a coroutine function is awaited).
         """
         ask = dict(
             tool=tool,
@@ -169,6 +174,7 @@ class AsyncClient(_BaseClient):
         approval = _pending_approval(decision) if wait_for_approval else None
         if approval is None:
             return decision.raise_for_deny()
+        await _announce(on_pending, approval)
         deadline = asyncio.get_running_loop().time() + float(wait_for_approval or 0)
         while True:
             remaining = deadline - asyncio.get_running_loop().time()
@@ -187,6 +193,7 @@ class AsyncClient(_BaseClient):
             if following is None:
                 return decision.raise_for_deny()
             approval = following
+            await _announce(on_pending, approval)
 
     # -- approvals (SPEC §10) ------------------------------------------------------------
 
@@ -272,6 +279,8 @@ class AsyncClient(_BaseClient):
         layer: str | None = None,
         report: bool = True,
         cost: float | Callable[[Any], float | None] | None = None,
+        wait_for_approval: float | None = None,
+        on_pending: Callable[[dict[str, Any]], Any] | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator for ``async def`` functions (see :meth:`Client.guard`).
 
@@ -288,6 +297,8 @@ class AsyncClient(_BaseClient):
             layer=layer,
             report=report,
             cost=cost,
+            wait_for_approval=wait_for_approval,
+            on_pending=on_pending,
         )
 
     @asynccontextmanager
@@ -302,6 +313,8 @@ class AsyncClient(_BaseClient):
         request_id: str | None = None,
         report: bool = True,
         cost: float | Callable[[], float | None] | None = None,
+        wait_for_approval: float | None = None,
+        on_pending: Callable[[dict[str, Any]], Any] | None = None,
     ) -> AsyncIterator[Decision]:
         """``async with client.guarded(tool=...) as decision:`` -- enforces on enter."""
         decision = await self.enforce(
@@ -311,6 +324,8 @@ class AsyncClient(_BaseClient):
             safety_profile=safety_profile,
             layer=layer,
             request_id=request_id,
+            wait_for_approval=wait_for_approval,
+            on_pending=on_pending,
         )
         if not report:
             yield decision
@@ -352,3 +367,11 @@ class AsyncClient(_BaseClient):
             artifacts=artifacts,
         )
         return self._object(await self.request("POST", path, body), path)
+
+
+async def _announce(on_pending: Callable[[dict[str, Any]], Any] | None,
+                    approval: dict[str, Any]) -> None:
+    if on_pending is not None:
+        result = on_pending(approval)
+        if inspect.isawaitable(result):
+            await result

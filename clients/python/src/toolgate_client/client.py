@@ -181,6 +181,7 @@ class Client(_BaseClient):
         explain: bool = False,
         request_id: str | None = None,
         wait_for_approval: float | None = None,
+        on_pending: Callable[[dict[str, Any]], Any] | None = None,
     ) -> Decision:
         """Return the Decision if allowed, else raise the exact class named by ``deny.error``.
 
@@ -189,6 +190,9 @@ class Client(_BaseClient):
         it and, once granted, ask again (the same request). Raises
         :class:`ToolHumanApprovalRequiredError`, carrying the approval
         (``exc.approval``), when it is rejected, cancelled, expires or the wait runs out.
+        ``on_pending(approval)`` is called once for each pending approval it starts waiting
+        on (the approval as the deny names it: ``approval_id``, ``expires_at``, ...), to show
+        a person which approval to decide.
         """
         ask = dict(
             tool=tool,
@@ -202,6 +206,7 @@ class Client(_BaseClient):
         approval = _pending_approval(decision) if wait_for_approval else None
         if approval is None:
             return decision.raise_for_deny()
+        _announce(on_pending, approval)
         deadline = time.monotonic() + float(wait_for_approval or 0)
         while True:
             remaining = deadline - time.monotonic()
@@ -220,6 +225,7 @@ class Client(_BaseClient):
             if following is None:
                 return decision.raise_for_deny()
             approval = following
+            _announce(on_pending, approval)
 
     # -- approvals (SPEC §10) ------------------------------------------------------------
 
@@ -310,6 +316,8 @@ class Client(_BaseClient):
         layer: str | None = None,
         report: bool = True,
         cost: float | Callable[[Any], float | None] | None = None,
+        wait_for_approval: float | None = None,
+        on_pending: Callable[[dict[str, Any]], Any] | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator: ``enforce`` before every call of the wrapped (sync or async) function.
 
@@ -328,6 +336,8 @@ class Client(_BaseClient):
             layer=layer,
             report=report,
             cost=cost,
+            wait_for_approval=wait_for_approval,
+            on_pending=on_pending,
         )
 
     @contextmanager
@@ -342,6 +352,8 @@ class Client(_BaseClient):
         request_id: str | None = None,
         report: bool = True,
         cost: float | Callable[[], float | None] | None = None,
+        wait_for_approval: float | None = None,
+        on_pending: Callable[[dict[str, Any]], Any] | None = None,
     ) -> Iterator[Decision]:
         """``with client.guarded(tool=...) as decision:`` -- enforces on enter."""
         decision = self.enforce(
@@ -351,6 +363,8 @@ class Client(_BaseClient):
             safety_profile=safety_profile,
             layer=layer,
             request_id=request_id,
+            wait_for_approval=wait_for_approval,
+            on_pending=on_pending,
         )
         if not report:
             yield decision
@@ -392,3 +406,9 @@ class Client(_BaseClient):
             artifacts=artifacts,
         )
         return self._object(self.request("POST", path, body), path)
+
+
+def _announce(on_pending: Callable[[dict[str, Any]], Any] | None,
+              approval: dict[str, Any]) -> None:
+    if on_pending is not None:
+        on_pending(approval)

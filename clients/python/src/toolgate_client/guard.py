@@ -92,6 +92,8 @@ def make_guard(
     layer: str | None = None,
     report: bool = False,
     cost: Any = None,
+    wait_for_approval: float | None = None,
+    on_pending: Any = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     if tool is None:
         raise TypeError("guard() needs tool= (a mapping, or a callable building one)")
@@ -111,6 +113,8 @@ def make_guard(
                 "context": build_context(arguments),
                 "safety_profile": build_profile(arguments),
                 "layer": layer,
+                "wait_for_approval": wait_for_approval,
+                "on_pending": on_pending,
             }
 
         if inspect.iscoroutinefunction(fn):
