@@ -24,8 +24,7 @@ class Background:
                  approvals: ApprovalService, ledger: Ledger | None = None) -> None:
         self.approvals = approvals
         self.ledger = ledger
-        self.webhooks = Webhooks(sessions, timeout=settings.webhook_timeout_seconds,
-                                 max_attempts=settings.webhook_max_attempts)
+        self.webhooks = Webhooks.from_settings(sessions, settings)
         self.interval = settings.webhook_poll_seconds
         self._task: asyncio.Task[None] | None = None
         self.rounds = 0
