@@ -165,16 +165,19 @@ class Dispatcher:
             return
         self._pruned_at = time.monotonic()
         cutoff = utcnow() - self.retention
-        async with self.sessions() as session, session.begin():
+        # Looked for without the write lock (SQLite's is the log writer's too); deleted in
+        # a write transaction only when there is something to delete.
+        async with self.sessions() as session:
             old = (await session.execute(
                 select(WebhookDelivery.id)
                 .where(WebhookDelivery.state == "delivered",
                        WebhookDelivery.delivered_at < cutoff)
                 .limit(PRUNE_BATCH))).scalars().all()
-            if old:
+        if old:
+            async with self.sessions() as session, session.begin():
                 await session.connection(execution_options={WRITE_OPTION: True})
-                await session.execute(delete(WebhookDelivery)
-                                      .where(WebhookDelivery.id.in_(old)))
+                await session.execute(delete(WebhookDelivery).where(
+                    WebhookDelivery.id.in_(old), WebhookDelivery.state == "delivered"))
         if len(old) == PRUNE_BATCH:
             self._pruned_at = float("-inf")  # more to do: next round again
 
