@@ -12,6 +12,7 @@ from fastapi import APIRouter, Query, Response
 
 from app.auth.deps import PrincipalDep
 from app.auth.keys import Principal
+from app.auth.roles import Role
 from app.auth.routing import JSONRoute
 from app.auth.scope import (
     action_not_found,
@@ -68,6 +69,7 @@ async def create_plan(body: PlanIn, session: Session, response: Response, settin
         automation_profile=body.automation_profile,
         safety_profile=body.safety_profile,
         generated_id=body.plan_id is None,
+        tighten_only=principal.role is not Role.ADMIN,
     )
     if created:
         await record_in_transaction(
