@@ -124,6 +124,8 @@ class Settings(BaseSettings):
     # may wait per plan (past that, a denied call creates none).
     approval_pending_ttl_seconds: int = Field(default=3600, ge=1, le=30 * 86400)
     approval_max_pending_per_plan: int = Field(default=20, ge=1, le=10_000)
+    # ...and per project, over all its plans (else new plans multiply the per-plan cap).
+    approval_max_pending_per_project: int = Field(default=200, ge=1, le=1_000_000)
     # The ledger (SPEC §11, docs/ledger.md): how long an allowed call's estimated_cost is
     # held before, unreported, it is charged as spent.
     cost_hold_seconds: int = Field(default=3600, ge=1, le=30 * 86400)
