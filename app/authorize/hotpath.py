@@ -33,7 +33,7 @@ from app.decisions.audit import not_recorded
 from app.decisions.log import RecordingFailed
 from app.kit.caller import Caller
 from app.kit.handlers import render
-from app.kit.logs import access, envelope_code, request_id_of
+from app.kit.logs import access, client_request_id, envelope_code, request_id_of
 from app.kit.middleware import body_from, refuse_declared, strict_json, too_large
 
 log = logging.getLogger("toolgate")
@@ -346,9 +346,8 @@ class _Outbox:
 
 
 def _caller_of(headers: dict[bytes, bytes], key_id: str | None) -> Caller:
-    request_id = headers.get(b"x-request-id")
-    return Caller(request_id=request_id.decode("latin-1")[:200],
-                  key_id=key_id) if request_id else _caller(key_id)
+    request_id = client_request_id(headers.get(b"x-request-id"))
+    return Caller(request_id=request_id, key_id=key_id) if request_id else _caller(key_id)
 
 
 @lru_cache(maxsize=1024)
