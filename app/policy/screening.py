@@ -2,7 +2,8 @@
 
 A request is rejected before any model runs when its text contains one of a skill's unsafe
 phrases as a substring, both normalised the same way (SPEC §5): Unicode NFKC, format
-characters (Cf) removed, then case-folded, then every run of whitespace made one space and the ends stripped. So
+characters (Cf) removed, then case-folded, then every run of whitespace made one space and
+the ends stripped. So
 `"RM \t -RF"`, `"rm  -rf"` and `"ｒｍ -ｒｆ"` all contain `rm -rf`: a double space or a tab
 must not walk past the screen. Phrases are tried in the stored order; the first match wins,
 which makes the reported phrase deterministic too.
