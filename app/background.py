@@ -22,8 +22,7 @@ class Background:
                  approvals: ApprovalService, ledger: Ledger | None = None) -> None:
         self.approvals = approvals
         self.ledger = ledger
-        self.webhooks = Webhooks(sessions, timeout=settings.webhook_timeout_seconds,
-                                 max_attempts=settings.webhook_max_attempts)
+        self.webhooks = Webhooks.from_settings(sessions, settings)
         # Each job as often as the one round ran before them (TOOLGATE_WEBHOOK_POLL_SECONDS).
         interval = settings.webhook_poll_seconds
         jobs = approval_tasks.jobs(approvals, interval=interval)

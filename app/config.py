@@ -124,6 +124,8 @@ class Settings(BaseSettings):
     # may wait per plan (past that, a denied call creates none).
     approval_pending_ttl_seconds: int = Field(default=3600, ge=1, le=30 * 86400)
     approval_max_pending_per_plan: int = Field(default=20, ge=1, le=10_000)
+    # ...and per project, over all its plans (else new plans multiply the per-plan cap).
+    approval_max_pending_per_project: int = Field(default=200, ge=1, le=1_000_000)
     # The ledger (SPEC §11, docs/ledger.md): how long an allowed call's estimated_cost is
     # held before, unreported, it is charged as spent.
     cost_hold_seconds: int = Field(default=3600, ge=1, le=30 * 86400)
@@ -133,6 +135,11 @@ class Settings(BaseSettings):
     webhook_max_attempts: int = Field(default=30, ge=1, le=1000)
     # How often each process looks for new events, due deliveries and lapsed approvals.
     webhook_poll_seconds: float = Field(default=0.5, gt=0, le=60)
+    # Hosts and networks (CIDRs; comma-separated in the env) a webhook may be sent to
+    # although they are inside: loopback, private, link-local... (app/webhooks/guard.py).
+    webhook_allow_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Delivered webhook rows are deleted this many days after delivery.
+    webhook_delivery_retention_days: int = Field(default=30, ge=1, le=3650)
     # POST /v1/replay (docs/replay.md): the most stored decisions one replay re-evaluates;
     # past it the answer says `truncated` (stopping where it got to, never timing out).
     replay_max_records: int = Field(default=1_000_000, ge=1, le=100_000_000)
@@ -182,7 +189,7 @@ class Settings(BaseSettings):
     def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
 
-    @field_validator("masked_keys", mode="before")
+    @field_validator("masked_keys", "webhook_allow_hosts", mode="before")
     @classmethod
     def _split(cls, value: object) -> object:
         if isinstance(value, str):

@@ -105,6 +105,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         approvals = ApprovalService(
             sessions, pending_ttl_seconds=settings.approval_pending_ttl_seconds,
             max_pending_per_plan=settings.approval_max_pending_per_plan,
+            max_pending_per_project=settings.approval_max_pending_per_project,
             notified=notifier.enabled)
         notifier.subscribe(APPROVALS_CHANNEL, approvals.wake)
         ledger = Ledger(sessions, hold_seconds=settings.cost_hold_seconds,

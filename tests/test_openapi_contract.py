@@ -153,7 +153,7 @@ CREATE = {
     "/v1/tools/{name}": {"capability": {"writes": False, "checkpointable": True,
                                         "unsafe": False}, "safety_category": "safe"},
     "/v1/skills/{name}": {"unsafe_phrases": ["drop the table"]},
-    "/v1/webhooks/{name}": {"url": "http://127.0.0.1:9/hook", "events": ["decision.denied"],
+    "/v1/webhooks/{name}": {"url": "http://93.184.215.14:9/hook", "events": ["decision.denied"],
                             "secret": "a-secret-of-sixteen-or-more"},
 }
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 import heapq
 import logging
 import os
+import re
 import time
 from functools import partial
 from itertools import count
@@ -102,17 +103,17 @@ class _Stop(Exception):
     """Raised in a parser callback to stop parsing: the connection is being closed."""
 
 
-# X-Request-ID: the client's when it sent one of at most this size (httptools refuses
-# control characters in a value), else generated like app.edge.logs.new_request_id: a
+# X-Request-ID: the client's when it matches app.edge.logs.VALID_REQUEST_ID (the same
+# pattern: 1 to 128 of [A-Za-z0-9._:-]), else generated like app.edge.logs.new_request_id: a
 # random prefix of this module's own and a counter (unique without a draw per request).
-_MAX_REQUEST_ID = 200
+_VALID_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
 _id_prefix = [os.urandom(6).hex(), os.getpid()]
 _id_counter = count(1)
 
 
 def _request_id_of(value: bytes | None) -> bytes:
     global _id_counter
-    if value and len(value) <= _MAX_REQUEST_ID:
+    if value and _VALID_REQUEST_ID.fullmatch(value):
         return value
     if _id_prefix[1] != os.getpid():  # a forked worker: its own prefix
         _id_prefix[:] = [os.urandom(6).hex(), os.getpid()]

@@ -16,6 +16,7 @@ from app.approvals.deps import ApprovalsDep
 from app.approvals.schemas import ApprovalList, ApprovalOut, CancelIn, GrantIn, RejectIn, State
 from app.approvals.service import LIVE_STATES, ApprovalService, approval_out, state_of
 from app.approvals.tables import Approval
+from app.auth import principals
 from app.auth.deps import PrincipalDep
 from app.auth.keys import Principal
 from app.edge.errors import Conflict, Forbidden, InvalidInput, NotFound
@@ -134,7 +135,7 @@ async def _decidable(session: Session, approvals: ApprovalService, approval_id: 
     if row is None or not principal.sees(row.project):
         raise not_found(approval_id)
     me = principal.principal_name or principal.key_id
-    if row.requested_by == principal.key_id or row.requested_principal == me:
+    if row.requested_by == principal.key_id or principals.same(row.requested_principal, me):
         raise Forbidden(
             f"approval '{approval_id}' was requested by this key or another key of the same "
             f"principal ('{me}'): a person other than the requester must decide it",

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, StringConstraints
 
-from app.kit.schemas import Strict
+from app.kit.schemas import INTEGRAL, Strict
 
 State = Literal["pending", "granted", "rejected", "cancelled", "expired", "used"]
 Text = Annotated[str, StringConstraints(min_length=1, max_length=2000)]
@@ -14,8 +14,8 @@ Text = Annotated[str, StringConstraints(min_length=1, max_length=2000)]
 
 class GrantIn(Strict):
     note: Text | None = None
-    ttl_seconds: Annotated[int, Field(ge=1, le=86400)] = 900
-    uses: Annotated[int, Field(ge=1, le=100)] = 1
+    ttl_seconds: Annotated[int, Field(ge=1, le=86400), INTEGRAL] = 900
+    uses: Annotated[int, Field(ge=1, le=100), INTEGRAL] = 1
 
 
 class RejectIn(Strict):

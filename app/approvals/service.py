@@ -88,10 +88,11 @@ class ApprovalService:
 
     def __init__(self, sessions: async_sessionmaker[AsyncSession], *,
                  pending_ttl_seconds: int = 3600, max_pending_per_plan: int = 20,
-                 notified: bool = False) -> None:
+                 max_pending_per_project: int = 200, notified: bool = False) -> None:
         self.sessions = sessions
         self.pending_ttl = timedelta(seconds=pending_ttl_seconds)
         self.max_pending = max_pending_per_plan
+        self.max_pending_project = max_pending_per_project
         # Whether another replica's change reaches this process by NOTIFY (Postgres); if
         # not, waiters poll.
         self.notified = notified
@@ -169,6 +170,15 @@ class ApprovalService:
                        Approval.expires_at > now))).scalar_one()
             if pending >= self.max_pending:
                 return {"state": "too_many_pending", "max_pending": self.max_pending}
+            if project is not None:  # new plans must not multiply the per-plan cap
+                await lock_key(session, f"approvals-project:{project}")
+                in_project = (await session.execute(
+                    select(func.count()).select_from(Approval)
+                    .where(Approval.project == project, Approval.state == "pending",
+                           Approval.expires_at > now))).scalar_one()
+                if in_project >= self.max_pending_project:
+                    return {"state": "too_many_pending", "scope": "project",
+                            "max_pending": self.max_pending_project}
             values = {
                 "approval_id": str(uuid7()), "state": "pending", "project": project,
                 "plan_id": plan_id, "action_id": action_id, "tool": tool, "request": request,

@@ -23,6 +23,7 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.auth import repository as repo
+from app.auth.principals import normal
 from app.auth.repository import CREATED
 from app.auth.roles import Role
 from app.edge.errors import Unauthorized
@@ -277,7 +278,7 @@ class Authenticator:
             projects=frozenset(row.projects) if row.projects is not None else None,
             expires_at=row.expires_at,
             stateless=row.stateless or row.role == Role.ADMIN,
-            principal_name=row.principal or row.id,
+            principal_name=normal(row.principal or row.id),
         )
         self.cache.put(key_hash, principal, generation=generation, read_at=read_at)
         return principal

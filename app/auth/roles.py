@@ -51,7 +51,8 @@ PERMISSIONS: dict[str, Rule] = {
                       note="a plan outside the key's projects is 404; requests without "
                            "plan_id need an admin key or a stateless one (else 403)"),
     "decisions.test": Rule(_roles(Role.AGENT), unscoped_only=True,
-                           note="cases may name any plan: a scoped key gets 403"),
+                           note="cases may name any plan: a scoped key gets 403; a case "
+                                "without plan_id follows the stateless rule (authorize)"),
     "screen": Rule(_roles(Role.AGENT)),
     "safety_test": Rule(_roles(Role.AGENT)),
     "registry.read": Rule(ALL_ROLES, note="tools and skills are global; registry settings "

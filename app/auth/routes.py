@@ -9,6 +9,7 @@ from fastapi import APIRouter, Response
 from app.auth import repository as repo
 from app.auth.deps import KeyCacheDep
 from app.auth.keys import display_prefix, hash_secret, new_key_id, new_secret
+from app.auth.principals import normal
 from app.auth.schemas import KeyCreated, KeyIn, KeyList
 from app.auth.tables import ApiKey
 from app.edge.errors import NotFound
@@ -27,7 +28,7 @@ def _key(row: ApiKey) -> dict[str, Any]:
             "prefix": row.prefix, "created_at": row.created_at, "created_by": row.created_by,
             "expires_at": row.expires_at, "revoked_at": row.revoked_at,
             "revoked_by": row.revoked_by, "stateless": row.stateless,
-            "principal": row.principal or row.id}
+            "principal": normal(row.principal or row.id)}
 
 
 def _audited(row: ApiKey) -> dict[str, Any]:

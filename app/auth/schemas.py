@@ -14,6 +14,7 @@ from pydantic import (
     model_validator,
 )
 
+from app.auth.principals import normal
 from app.kit.schemas import DateTimeUTCDefault, Name, Stored
 
 RoleName = Literal["admin", "agent", "approver", "auditor"]
@@ -31,6 +32,13 @@ class KeyIn(Stored):
     stateless: bool = False
     # The person or service behind the key; default (null): the key's own id.
     principal: Name | None = None
+
+    @field_validator("principal", mode="before")
+    @classmethod
+    def _normal_principal(cls, value: object) -> object:
+        # Stored case-folded and NFKC-normalised (app/auth/principals.py), then checked
+        # against the name pattern: `ＢＯＴ-x` is the principal `bot-x`.
+        return normal(value) if isinstance(value, str) else value
 
     @field_validator("projects")
     @classmethod

@@ -2,7 +2,9 @@
 
 POST /v1/test takes cases `{"name"?, "request": <authorize-tool body>, "expect": {"allowed",
 "code"?}}` as a JSON list, {"cases": [...]}, or JSONL, decides each exactly as
-/v1/authorize-tool would (same plans, registry, profiles) and reports pass/fail per case.
+/v1/authorize-tool would (same plans, registry, profiles, the same rule for cases without
+plan_id: `stateless_forbidden` for a key that may not send them) and reports pass/fail per
+case.
 Nothing is recorded: these are not real decisions.
 """
 
@@ -13,8 +15,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ValidationError
 
+from app.auth.deps import PrincipalDep
 from app.authorize.deps import PipelineDep
 from app.authorize.schemas import AuthorizeIn
+from app.authorize.service import check_scope
 from app.edge.bodies import bad, parse_items
 from app.edge.errors import ToolgateError
 from app.edge.handlers import validation_details
@@ -86,7 +90,8 @@ TEST_BODY = {"requestBody": {"required": True, "content": {
 
 @router.post("/test", response_model=TestReport, openapi_extra=TEST_BODY,
              summary="Replay decision cases against the current configuration (not recorded)")
-async def run_tests(request: Request, pipeline: PipelineDep) -> dict:
+async def run_tests(request: Request, pipeline: PipelineDep,
+                    principal: PrincipalDep) -> dict:
     cases = parse_items(await request.body(), request.headers.get("content-type", ""),
                         key="cases", item=_case)
     results = []
@@ -95,6 +100,9 @@ async def run_tests(request: Request, pipeline: PipelineDep) -> dict:
         actual = problem = None
         try:
             body = AuthorizeIn.model_validate(case.request)
+            # As authorize: a case without plan_id needs a key that may send one (SPEC §9);
+            # otherwise the case reports stateless_forbidden and is not decided.
+            check_scope(body, principal, None)
             answer = await pipeline.rehearse(body)
             deny = answer["deny"] or {}
             actual = {"allowed": answer["allowed"], "code": deny.get("code"),

@@ -39,6 +39,7 @@ from app.auth.keys import Principal, hash_secret
 from app.auth.roles import rule_for
 from app.authorize.service import Authorizer, check_authorize, decide
 from app.authorize.wire import decode_authorize, decode_authorize_json
+from app.edge.logs import client_request_id
 from app.edge.middleware import refuse_declared, strict_json, too_large
 from app.kit.caller import Caller
 
@@ -162,9 +163,8 @@ class Pipeline:
 
 
 def caller_of(headers: dict[bytes, bytes], key_id: str | None) -> Caller:
-    request_id = headers.get(b"x-request-id")
-    return Caller(request_id=request_id.decode("latin-1")[:200],
-                  key_id=key_id) if request_id else _caller(key_id)
+    request_id = client_request_id(headers.get(b"x-request-id"))
+    return Caller(request_id=request_id, key_id=key_id) if request_id else _caller(key_id)
 
 
 @lru_cache(maxsize=1024)

@@ -12,6 +12,7 @@ from fastapi import Depends, Path, Request
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
+from app.edge.logs import client_request_id
 from app.kit.caller import Caller
 from app.kit.schemas import NAME_PATTERN, PROFILE_NAME_PATTERN
 from app.store.engine import WRITE_OPTION
@@ -36,7 +37,7 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
 
 async def get_caller(request: Request) -> Caller:
     return Caller(
-        request_id=request.headers.get("x-request-id", "")[:200] or None,
+        request_id=client_request_id(request.headers.get("x-request-id")),
         key_id=getattr(request.state, "key_id", None),
     )
 

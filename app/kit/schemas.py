@@ -30,6 +30,20 @@ Cost = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 
 
+def _integral(value: Any) -> Any:
+    """3.0 is the integer 3, as JSON Schema counts it (SPEC §17); 3.5, NaN, and floats past
+    2^53 (no longer exact) stay floats and are refused by the strict int that follows."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
+        return int(value)
+    return value
+
+
+# Marks an integer field that takes integral floats, the way the OpenAPI schema's
+# `integer` says it does (strict ints refuse 3.0): `Annotated[int, Field(ge=1), INTEGRAL]`,
+# after the Field (placed before it, pydantic writes `ge` instead of `minimum` in the schema).
+INTEGRAL = BeforeValidator(_integral)
+
+
 # RFC 3339 date-time text (SPEC §4, §6): full-date "T" full-time, the offset Z or +hh:mm.
 # Checked as text before pydantic parses it, which would otherwise also take numbers
 # ("0.5", "1700000000": seconds since the epoch), dates alone and other ISO 8601 forms.

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, StringConstraints
 
-from app.kit.schemas import Cost, Strict
+from app.kit.schemas import INTEGRAL, Cost, Strict
 
 Status = Literal["succeeded", "activation_failed", "execution_failed", "deactivation_failed"]
 Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{64}$")]
@@ -15,7 +15,7 @@ Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{64}$")]
 class ArtifactIn(Strict):
     path: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
     sha256: Hex | None = None
-    bytes: Annotated[int, Field(ge=0)] | None = None
+    bytes: Annotated[int, Field(ge=0), INTEGRAL] | None = None
 
 
 class OutcomeIn(Strict):

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.edge.errors import Conflict, InvalidInput, NotFound
+from app.edge.errors import Conflict, Forbidden, InvalidInput, NotFound
 from app.kit.singleflight import SharedReads
 from app.plans import repository as plan_repo
 from app.plans.tables import Plan
@@ -17,9 +17,11 @@ from app.policy.profiles import (
     Level,
     NamedProfile,
     ProfileRef,
+    Provenance,
     Resolved,
     SafetyProfile,
     UnknownProfileError,
+    first_looser_field,
     resolve,
 )
 from app.profiles import service as profile_service
@@ -177,9 +179,12 @@ async def use_plan(
     automation_profile: str | None,
     safety_profile: SafetyProfile | None,
     generated_id: bool,
+    tighten_only: bool = False,
 ) -> tuple[Plan, bool]:
     """Resolve and lock a plan. Returns (plan, created); a repeat of the same request is
-    idempotent, a different request for an existing plan_id is a conflict."""
+    idempotent, a different request for an existing plan_id is a conflict. With
+    `tighten_only` (a non-admin key), a plan-level profile must be no looser than what the
+    action resolves to without it."""
     request = {
         "action_id": action_id,
         "automation_profile": automation_profile,
@@ -197,6 +202,8 @@ async def use_plan(
         action=action,
         project=action.project,
     )
+    if tighten_only and resolved.provenance is Provenance.PLAN:
+        await _refuse_loosening(session, resolved.safety, action)
     now = utcnow()
     plan = Plan(
         plan_id=plan_id,
@@ -224,6 +231,23 @@ async def use_plan(
             raise
         return _same_or_conflict(existing, request), False
     return plan, True
+
+
+async def _refuse_loosening(session: AsyncSession, chosen: SafetyProfile,
+                            action: Action) -> None:
+    """403 profile_loosening_forbidden naming the first field in which the plan's own
+    profile is looser than the action's: an agent can tighten, never loosen (SPEC §17)."""
+    baseline = await resolve_stored(session, plan=None, action=action,
+                                    project=action.project)
+    field = first_looser_field(chosen, baseline.safety)
+    if field is not None:
+        raise Forbidden(
+            f"the plan's profile is looser than action '{action.action_id}''s in '{field}' "
+            f"({getattr(chosen, field)!r} where it resolves to "
+            f"{getattr(baseline.safety, field)!r}): a non-admin key may only tighten it",
+            code="profile_loosening_forbidden", field=field,
+            requested=getattr(chosen, field), resolved=getattr(baseline.safety, field),
+            resolved_provenance=baseline.provenance.value, resolved_name=baseline.name)
 
 
 def _same_or_conflict(existing: Plan, request: dict[str, Any]) -> Plan:

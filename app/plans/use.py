@@ -9,6 +9,7 @@ from uuid import uuid4
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.keys import Principal
+from app.auth.roles import Role
 from app.auth.scope import action_not_found, require_inline_allowed
 from app.edge.errors import Conflict
 from app.kit.caller import Caller
@@ -37,6 +38,9 @@ async def plan_use(session: AsyncSession, body: PlanIn, *, principal: Principal,
         automation_profile=body.automation_profile,
         safety_profile=body.safety_profile,
         generated_id=body.plan_id is None,
+        # An agent can tighten, never loosen: a non-admin key's plan-level profile must be
+        # no looser than what the action resolves to (403 profile_loosening_forbidden).
+        tighten_only=principal.role is not Role.ADMIN,
     )
     if created:
         await record_in_transaction(

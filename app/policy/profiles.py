@@ -116,3 +116,31 @@ def resolve(
             raise UnknownProfileError(held.name, provenance)
         return Resolved(named.safety, provenance, named.name, named.version, False)
     return Resolved(DEFAULT_SAFETY_PROFILE, Provenance.GLOBAL, None, None, True)
+
+
+# Booleans that make a profile stricter when true, and the one that loosens it when true.
+_REQUIRES = ("require_sandbox", "require_checkpoints", "require_human_approval")
+_LIMITS = ("max_cost_per_plan", "max_total_cost")
+
+
+def first_looser_field(candidate: SafetyProfile, baseline: SafetyProfile) -> str | None:
+    """The first field (in the profile's order) in which `candidate` is looser than
+    `baseline`, or None when it is as strict or stricter everywhere (SPEC §17): a
+    `require_*` that is true stays true, `allow_unsafe_tools` false stays false, limits are
+    no higher and not removed, and `allowed_skill_categories` is a subset unless the
+    baseline's is empty (which allows every category)."""
+    for field in SafetyProfile.model_fields:
+        have, base = getattr(candidate, field), getattr(baseline, field)
+        if field in _REQUIRES:
+            looser = base and not have
+        elif field == "allow_unsafe_tools":
+            looser = have and not base
+        elif field == "allowed_skill_categories":
+            looser = bool(base) and (not have or not set(have) <= set(base))
+        elif field in _LIMITS:
+            looser = base is not None and (have is None or have > base)
+        else:  # max_retries_per_step
+            looser = have > base
+        if looser:
+            return field
+    return None

@@ -1,8 +1,9 @@
 """Pre-model phrase screening (seed 003 "Pre-model rejection"): pure, deterministic.
 
 A request is rejected before any model runs when its text contains one of a skill's unsafe
-phrases as a substring, both normalised the same way (SPEC §5): Unicode NFKC, then
-case-folded, then every run of whitespace made one space and the ends stripped. So
+phrases as a substring, both normalised the same way (SPEC §5): Unicode NFKC, format
+characters (Cf) removed, then case-folded, then every run of whitespace made one space and
+the ends stripped. So
 `"RM \t -RF"`, `"rm  -rf"` and `"ｒｍ -ｒｆ"` all contain `rm -rf`: a double space or a tab
 must not walk past the screen. Phrases are tried in the stored order; the first match wins,
 which makes the reported phrase deterministic too.
@@ -34,9 +35,12 @@ COMMON_WORDS = frozenset({
 
 
 def normalize_text(text: str) -> str:
-    """SPEC §5: NFKC, case-folded, whitespace runs made one space, the ends stripped."""
-    if not text.isascii():  # ASCII is its own NFKC form
+    """SPEC §5 and §17: NFKC, format characters (Unicode category Cf: zero-width spaces and
+    joiners, soft hyphens, bidirectional marks) removed, case-folded, whitespace runs made
+    one space, the ends stripped. `r\u200bm -rf` must not walk past `rm -rf`."""
+    if not text.isascii():  # ASCII is its own NFKC form and holds no format character
         text = unicodedata.normalize("NFKC", text)
+        text = "".join(c for c in text if unicodedata.category(c) != "Cf")
     return " ".join(text.casefold().split())
 
 

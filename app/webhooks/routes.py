@@ -10,10 +10,11 @@ from sqlalchemy import delete, select
 from app.edge.errors import InvalidInput, NotFound
 from app.edge.openapi import errors
 from app.edge.routing import JSONRoute
-from app.kit.deps import CallerDep, NameParam, Session
+from app.kit.deps import CallerDep, NameParam, Session, SettingsDep
 from app.log.audit import audit_change
 from app.store.base import utcnow
 from app.store.engine import get_locked
+from app.webhooks import guard
 from app.webhooks.schemas import DeliveryList, WebhookIn, WebhookList, WebhookOut
 from app.webhooks.service import delivery_out, start_cursor, webhook_out
 from app.webhooks.tables import Webhook, WebhookDelivery
@@ -40,12 +41,20 @@ async def list_webhooks(session: Session) -> dict:
             responses={201: {"model": WebhookOut, "description": "Created"}},
             summary="Create or replace a webhook")
 async def put_webhook(name: NameParam, body: WebhookIn, session: Session, caller: CallerDep,
-                      response: Response) -> dict:
+                      response: Response, settings: SettingsDep) -> dict:
     """Events from now on are delivered to `url`, signed with `secret` (write-only: never
-    in a GET, an export or an audit record)."""
+    in a GET, an export or an audit record). A URL with user info, or whose host is or
+    resolves to an address inside (loopback, private, link-local, unspecified, multicast,
+    cloud metadata) is 422 unless TOOLGATE_WEBHOOK_ALLOW_HOSTS allows it."""
     if len(name) > 64:
         raise InvalidInput("name is too long", fields=[
             {"field": "name", "message": "at most 64 characters", "type": "string_too_long"}])
+    try:
+        await guard.check_url(body.url, guard.AllowList.parse(settings.webhook_allow_hosts),
+                              must_resolve=False)
+    except guard.Refused as refused:
+        raise InvalidInput(f"url: {refused}", fields=[
+            {"field": "url", "message": str(refused), "type": "url_not_allowed"}]) from None
     row = await get_locked(session, Webhook, name)
     before = _config(row) if row else None
     now = utcnow()

@@ -3,23 +3,21 @@
 Events come from the hash-chained log: approval records (kind `approval`) and denied
 decisions. `enqueue` turns the records after the cursor into delivery rows and moves the
 cursor, in one transaction: a record is durable before any event for it exists, and a crash
-between the two loses nothing (the cursor did not move). `deliver_due` claims due rows with
-a lease (so two processes never send one at once, and a process killed mid-attempt leaves a
-row that is retried when the lease ends), POSTs each one signed, follows no redirect, keeps
-each attempt's status and duration only, and backs off on failure.
+between the two loses nothing (the cursor did not move). `deliver_due` starts one worker per
+webhook with due rows (app/webhooks/sender.py): each claims its rows with a lease, POSTs
+them signed to the checked address (app/webhooks/guard.py), follows no redirect, keeps each
+attempt's status and duration only, and backs off on failure.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import logging
 import time
-from datetime import timedelta
+from collections.abc import Iterable
 from typing import Any
 
-import httpx
 import orjson
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -27,29 +25,25 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.approvals.service import EVENTS as APPROVAL_EVENTS
+from app.config import Settings
 from app.log.records import iso
 from app.log.tables import ChainHead, LogRecord
 from app.store.base import utcnow
 from app.store.engine import WRITE_OPTION
+from app.webhooks.guard import AllowList
+from app.webhooks.sender import Dispatcher
 from app.webhooks.tables import Webhook, WebhookCursor, WebhookDelivery
 
 log = logging.getLogger("toolgate.webhooks")
 
 EVENTS = (*APPROVAL_EVENTS.values(), "decision.denied")
 SCAN = 5000  # log records looked at per enqueue: bounded work whatever the backlog
-CLAIM = 20  # deliveries claimed per round
-HISTORY = 20  # attempts kept per delivery
-MAX_BACKOFF = 300.0
 
 
 def signature(secret: str, timestamp: str, body: bytes) -> str:
     """`sha256=<hex HMAC-SHA256(secret, timestamp + "." + body)>`."""
     mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
     return "sha256=" + mac.hexdigest()
-
-
-def backoff(attempts: int) -> float:
-    return min(MAX_BACKOFF, 2.0 ** max(0, attempts - 1))
 
 
 def _event(row: Any) -> tuple[str, dict[str, Any]] | None:
@@ -87,16 +81,23 @@ async def start_cursor(session: AsyncSession, head: int | None = None) -> None:
 
 class Webhooks:
     def __init__(self, sessions: async_sessionmaker[AsyncSession], *, timeout: float = 10.0,
-                 max_attempts: int = 30) -> None:
+                 max_attempts: int = 30, allow_hosts: Iterable[str] = (),
+                 retention_days: int = 30) -> None:
         self.sessions = sessions
-        self.timeout = timeout
-        self.max_attempts = max_attempts
-        self._client: httpx.AsyncClient | None = None
+        self.dispatcher = Dispatcher(sessions, timeout=timeout, max_attempts=max_attempts,
+                                     allow=AllowList.parse(allow_hosts),
+                                     retention_days=retention_days, headers=signed_headers)
+
+    @classmethod
+    def from_settings(cls, sessions: async_sessionmaker[AsyncSession],
+                      settings: Settings) -> Webhooks:
+        return cls(sessions, timeout=settings.webhook_timeout_seconds,
+                   max_attempts=settings.webhook_max_attempts,
+                   allow_hosts=settings.webhook_allow_hosts,
+                   retention_days=settings.webhook_delivery_retention_days)
 
     async def close(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        await self.dispatcher.close()
 
     # --- the outbox ------------------------------------------------------------------
 
@@ -164,106 +165,23 @@ class Webhooks:
             index_elements=["webhook", "event_id"]))
         return len(values)
 
-    # --- sending ---------------------------------------------------------------------
+    # --- sending (app/webhooks/sender.py) --------------------------------------------
 
     async def deliver_due(self) -> int:
-        """Claim and send the due deliveries; how many were attempted."""
-        claimed = await self._claim()
-        if not claimed:
-            return 0
-        # One webhook's deliveries are sent one after another in the log's order (a receiver
-        # sees pending before granted, unless a retry intervenes); webhooks in parallel.
-        results: list[dict[str, Any]] = [{}] * len(claimed)
-        by_hook: dict[str, list[int]] = {}
-        for i, (delivery, _) in enumerate(claimed):
-            by_hook.setdefault(delivery.webhook, []).append(i)
+        """Start the deliveries that are due, one worker per webhook; how many workers were
+        started (0 once every webhook with due deliveries has one running)."""
+        return await self.dispatcher.start_due()
 
-        async def send_in_order(indexes: list[int]) -> None:
-            for i in indexes:
-                results[i] = await self._send(*claimed[i])
 
-        await asyncio.gather(*(send_in_order(ix) for ix in by_hook.values()))
-        async with self.sessions() as session, session.begin():
-            await session.connection(execution_options={WRITE_OPTION: True})
-            for (delivery, _), result in zip(claimed, results, strict=True):
-                await self._settle(session, delivery, result)
-        return len(claimed)
-
-    async def _claim(self) -> list[tuple[WebhookDelivery, Webhook | None]]:
-        now = utcnow()
-        lease = now + timedelta(seconds=self.timeout + 5)
-        claimed = []
-        async with self.sessions() as session, session.begin():
-            await session.connection(execution_options={WRITE_OPTION: True})
-            due = list((await session.execute(
-                select(WebhookDelivery)
-                .where(WebhookDelivery.state == "pending",
-                       WebhookDelivery.next_attempt_at <= now)
-                .order_by(WebhookDelivery.next_attempt_at, WebhookDelivery.id)
-                .limit(CLAIM))).scalars())
-            for delivery in due:
-                taken = await session.execute(
-                    update(WebhookDelivery)
-                    .where(WebhookDelivery.id == delivery.id, WebhookDelivery.state == "pending",
-                           WebhookDelivery.next_attempt_at == delivery.next_attempt_at)
-                    .values(next_attempt_at=lease))
-                if taken.rowcount == 1:
-                    hook = await session.get(Webhook, delivery.webhook)
-                    claimed.append((delivery, hook))
-        return claimed
-
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(follow_redirects=False, timeout=self.timeout,
-                                             trust_env=False)
-        return self._client
-
-    async def _send(self, delivery: WebhookDelivery,
-                    hook: Webhook | None) -> dict[str, Any]:
-        at = utcnow()
-        if hook is None:
-            return {"at": iso(at), "status": None, "duration_ms": 0,
-                    "error": "the webhook was deleted"}
-        body = delivery.body.encode()
-        timestamp = str(int(time.time()))
-        headers = {"content-type": "application/json",
-                   "user-agent": "toolgate-webhooks",
-                   "x-toolgate-event": delivery.event,
-                   "x-toolgate-event-id": delivery.event_id,
-                   "x-toolgate-timestamp": timestamp,
-                   "x-toolgate-signature": signature(hook.secret, timestamp, body)}
-        started = time.perf_counter()
-        try:
-            answer = await self._http().post(hook.url, content=body, headers=headers)
-            status: int | None = answer.status_code
-            error = None if 200 <= answer.status_code < 300 else f"HTTP {answer.status_code}"
-        except httpx.HTTPError as failed:
-            status, error = None, (type(failed).__name__ + (f": {failed}" if str(failed)
-                                                           else ""))[:200]
-        except Exception as failed:  # a URL httpx refuses, say: never stop the loop
-            status, error = None, f"{type(failed).__name__}: {failed}"[:200]
-        duration = round((time.perf_counter() - started) * 1000, 1)
-        attempt: dict[str, Any] = {"at": iso(at), "status": status, "duration_ms": duration}
-        if error is not None:
-            attempt["error"] = error
-        return attempt
-
-    async def _settle(self, session: AsyncSession, delivery: WebhookDelivery,
-                      attempt: dict[str, Any]) -> None:
-        attempts = delivery.attempts + 1
-        history = [*(delivery.history or []), attempt][-HISTORY:]
-        values: dict[str, Any] = {"attempts": attempts, "history": history,
-                                  "last_status": attempt["status"],
-                                  "last_error": attempt.get("error")}
-        now = utcnow()
-        if "error" not in attempt:
-            values.update(state="delivered", delivered_at=now)
-        elif attempts >= self.max_attempts or attempt["error"] == "the webhook was deleted":
-            values.update(state="failed")
-        else:
-            values.update(next_attempt_at=now + timedelta(seconds=backoff(attempts)))
-        await session.execute(update(WebhookDelivery)
-                              .where(WebhookDelivery.id == delivery.id).values(**values))
+def signed_headers(delivery: WebhookDelivery, hook: Webhook) -> dict[str, str]:
+    body = delivery.body.encode()
+    timestamp = str(int(time.time()))
+    return {"content-type": "application/json",
+            "user-agent": "toolgate-webhooks",
+            "x-toolgate-event": delivery.event,
+            "x-toolgate-event-id": delivery.event_id,
+            "x-toolgate-timestamp": timestamp,
+            "x-toolgate-signature": signature(hook.secret, timestamp, body)}
 
 
 def delivery_out(row: WebhookDelivery) -> dict[str, Any]:

@@ -59,3 +59,23 @@ async def test_malformed_case_files_are_422_naming_the_line(client):
     r = await client.post("/v1/test", content=b"", headers={"Content-Type": "application/x-ndjson"})
     assert r.status_code == 422
     assert orjson.loads(r.content)["error"]["code"] == "invalid_input"
+
+
+async def test_cases_without_plan_id_follow_the_stateless_rule(client):
+    """As authorize (SPEC §9): a case without plan_id by a key that is neither admin nor
+    stateless is not decided but reported stateless_forbidden; a stateless key's is."""
+    case = {"name": "no-plan", "request": {"tool": {"name": "t", "capability": {
+        "writes": False, "checkpointable": True, "unsafe": False}}},
+        "expect": {"allowed": True}}
+    for stateless, ok in ((False, False), (True, True)):
+        r = await client.post("/v1/keys", json={"name": "a", "role": "agent",
+                                                "projects": None, "stateless": stateless})
+        agent = {"Authorization": f"Bearer {r.json()['key']}"}
+        direct = await client.post("/v1/authorize-tool", json=case["request"], headers=agent)
+        assert direct.status_code == (200 if ok else 403)
+        report = (await client.post("/v1/test", json=[case], headers=agent)).json()
+        [result] = report["results"]
+        assert result["ok"] is ok, result
+        if not ok:
+            assert result["problem"].startswith("stateless_forbidden")
+            assert result["actual"] is None

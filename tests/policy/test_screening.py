@@ -112,3 +112,17 @@ def test_screen_skills_reports_the_skill():
     skills = [("files", ["delete all documents"]), ("shell", ["rm -rf"])]
     assert screen_skills("sudo RM -RF /", skills) == ("shell", "rm -rf")
     assert screen_skills("hello", skills) is None
+
+
+# SPEC §17 (issue 30): format characters (Unicode Cf) are removed before matching.
+@pytest.mark.parametrize("text", [
+    "r\u200bm -rf", "rm\u200c -rf", "rm -\u200drf", "\ufeffrm -rf", "r\u00adm -rf",
+    "rm\u2060 -rf", "r\u202em -rf", "rm -r\u200ef", "ｒ\u200bｍ -rf",
+])
+def test_format_characters_do_not_walk_past_the_screen(text):
+    assert screen(text, PHRASES) == "rm -rf"
+    assert normalize_text(text) == "rm -rf"
+
+
+def test_a_phrase_with_a_format_character_is_stored_without_it():
+    assert normalize_phrase("rm\u200b -rf") == "rm -rf"

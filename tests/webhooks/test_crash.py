@@ -33,7 +33,7 @@ def _until(check, timeout: float = 60.0) -> None:
 def test_every_event_is_delivered_after_a_sigkill(database_url, tmp_path):
     port = free_port()  # nothing listens there yet: the receiver is down
     env = {"TOOLGATE_DATABASE_URL": database_url, "TOOLGATE_ADMIN_TOKEN": TOKEN,
-           "TOOLGATE_WEBHOOK_POLL_SECONDS": "0.2"}
+           "TOOLGATE_WEBHOOK_POLL_SECONDS": "0.2", "TOOLGATE_WEBHOOK_ALLOW_HOSTS": "127.0.0.1"}
     proc, url = serve(env, tmp_path / "server.log")
     try:
         with httpx.Client(base_url=url, headers=ADMIN, timeout=10) as c:

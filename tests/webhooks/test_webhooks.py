@@ -19,8 +19,10 @@ SECRET = "s3cret-s3cret-s3cret"
 @pytest.fixture
 def settings(settings):
     """The app's own background round once at start-up, then not for a minute: the tests
-    run the rounds (`run_once`), so none is half done by the timer when a test looks."""
-    return settings.model_copy(update={"webhook_poll_seconds": 60})
+    run the rounds (`run_once`), so none is half done by the timer when a test looks. The
+    receivers listen on 127.0.0.1, which webhooks may reach only when allowed."""
+    return settings.model_copy(update={"webhook_poll_seconds": 60,
+                                       "webhook_allow_hosts": ["127.0.0.1"]})
 
 
 @pytest.fixture

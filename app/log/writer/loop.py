@@ -323,11 +323,21 @@ async def _serve(writer: Writer, control: asyncio.StreamReader, listen: str | No
     await running
 
 
+def configure_logging() -> None:
+    """The writer's own lines in the server's format: it inherits the server's environment,
+    so TOOLGATE_LOG_FORMAT=json makes them JSON lines like every other (SPEC §13)."""
+    if os.environ.get("TOOLGATE_LOG_FORMAT", "").strip().lower() == "json":
+        from app.edge.logs import configure
+        configure("json", "info")
+        return
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(levelname)s:     %(name)s: %(message)s")
+
+
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(levelname)s:     %(name)s: %(message)s")
+    configure_logging()
     listen = sys.argv[sys.argv.index("--listen") + 1] if "--listen" in sys.argv else None
     try:  # uvloop, as uvicorn uses (uvicorn[standard]): less CPU per frame read and acked
         import uvloop
