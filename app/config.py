@@ -166,6 +166,31 @@ class Settings(BaseSettings):
         "password", "secret", "token", "api_key", "apikey", "authorization", "cookie",
     ])
 
+    # Signed checkpoints (SPEC §16, docs/decision-log.md "Tamper evidence"): the file of
+    # an Ed25519 key (`toolgate keys signing-key new FILE`); unset, nothing is signed. The
+    # log's writer signs its head every checkpoint_seconds in which the log grew.
+    log_signing_key: str | None = None
+    checkpoint_seconds: float = Field(default=10.0, gt=0, le=86400)
+
+    @field_validator("log_signing_key")
+    @classmethod
+    def _signing_key(cls, value: str | None) -> str | None:
+        """Read once here, so a missing or malformed key stops `toolgate serve` naming the
+        variable, instead of a writer that cannot sign."""
+        if value is None or not value.strip():
+            return None
+        from app.decisions.checkpoints import load_signer
+        from app.decisions.note import NoteError
+
+        try:
+            load_signer(value)
+        except OSError as exc:
+            raise ValueError(f"cannot read the signing key {value}: {exc.strerror}") from None
+        except NoteError as exc:
+            raise ValueError(f"{value} is not a signing key ({exc}); write one with "
+                             "`toolgate keys signing-key new FILE`") from None
+        return value
+
     @field_validator("database_url")
     @classmethod
     def _driver(cls, value: str) -> str:

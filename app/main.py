@@ -27,9 +27,10 @@ from app.authorize.service import Authorizer
 from app.background import Background
 from app.config import Settings
 from app.decisions import reader as log_reader
+from app.decisions.checkpoint_routes import router as checkpoints_router
 from app.decisions.log import DecisionLog
 from app.decisions.routes import router as decisions_router
-from app.decisions.writer.start import WRITER_SOCKET_ENV
+from app.decisions.writer.start import WRITER_SOCKET_ENV, checkpoint_config
 from app.health.routes import router as health_router
 from app.kit import handlers, openapi
 from app.kit.edge import HEAD_CHECKED, EdgeLimits, check_head
@@ -76,7 +77,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                         socket=os.environ.get(WRITER_SOCKET_ENV),
                         writer=settings.decision_log_writer,
                         db_timeout=settings.db_timeout_seconds,
-                        nice=settings.decision_log_writer_nice)
+                        nice=settings.decision_log_writer_nice,
+                        checkpoint=checkpoint_config(settings.log_signing_key,
+                                                     settings.checkpoint_seconds))
             if settings.decision_log_enabled else None
         )
         if decision_log is not None:
@@ -172,7 +175,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in (decide_router, batch_router, plans_router, config_router,
                    registry_router, safety_test_router, decisions_router,
                    test_router, keys_router, approvals_router, webhooks_router,
-                   ledger_router, replay_router, whoami_router):
+                   ledger_router, replay_router, whoami_router, checkpoints_router):
         openapi.document_inputs(router)
         app.include_router(router, dependencies=[Depends(authorize)], responses=keyed)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)

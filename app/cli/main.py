@@ -159,7 +159,11 @@ def _shared_writer(settings: Settings, workers: int) -> Iterator[None]:
     if workers <= 1 or not settings.decision_log_enabled:
         yield
         return
-    from app.decisions.writer.start import WRITER_SOCKET_ENV, start_shared_writer
+    from app.decisions.writer.start import (
+        WRITER_SOCKET_ENV,
+        checkpoint_config,
+        start_shared_writer,
+    )
 
     folder = tempfile.mkdtemp(prefix="toolgate-")  # mode 0700: only this user connects
     socket_path = os.path.join(folder, "decision-log.sock")
@@ -167,7 +171,8 @@ def _shared_writer(settings: Settings, workers: int) -> Iterator[None]:
         settings.database_url, max_batch=settings.decision_log_max_batch,
         timeout=settings.decision_log_timeout_seconds,
         sqlite_synchronous=settings.sqlite_synchronous, socket_path=socket_path,
-        db_timeout=settings.db_timeout_seconds)
+        db_timeout=settings.db_timeout_seconds,
+        checkpoint=checkpoint_config(settings.log_signing_key, settings.checkpoint_seconds))
     os.environ[WRITER_SOCKET_ENV] = socket_path  # the workers inherit it
     try:
         yield

@@ -102,8 +102,10 @@ class Writer:
     worker) go into one queue; each turn commits everything queued, in groups of up to
     max_batch records, and acknowledges every frame to the source it came from."""
 
-    def __init__(self, store: SQLiteStore | PostgresStore, max_batch: int) -> None:
+    def __init__(self, store: SQLiteStore | PostgresStore, max_batch: int,
+                 checkpoints: Checkpoints | None = None) -> None:
         self.store, self.max_batch = store, max_batch
+        self.checkpoints = checkpoints
         self.commits = 0
         self.records = 0
         self.frames = 0
@@ -157,9 +159,17 @@ class Writer:
                 log.info("decision log writer: %d records in %d frames, %d commits",
                          self.records, self.frames, self.commits)
                 return
-            else:
+            elif self.checkpoints is None:
                 await self._arrived.wait()
                 self._arrived.clear()
+            else:
+                try:
+                    await asyncio.wait_for(self._arrived.wait(), self.checkpoints.wait())
+                except TimeoutError:
+                    pass
+                self._arrived.clear()
+            if self.checkpoints is not None and self.checkpoints.wait() <= 0:
+                await self.checkpoints.take(self.store)
 
     async def commit(self, items: list[Item]) -> None:
         for group in groups(items, self.max_batch):
@@ -193,6 +203,38 @@ class Writer:
                 log_commit(*timed)
 
 
+class Checkpoints:
+    """Every `seconds`, between two commits (never beside one: they share the store's
+    connection), a signed checkpoint of the chain head if the log grew (SPEC §16): one
+    signature per interval, nothing per decision. Whether one is due is decided under the
+    head's lock from the latest stored checkpoint, so writers sharing a database (several
+    replicas) make one sequence between them."""
+
+    def __init__(self, signer: Any, seconds: float) -> None:
+        self.signer, self.seconds = signer, seconds
+        self._next = perf_counter() + seconds
+        self.taken = 0
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any] | None) -> Checkpoints | None:
+        if not config:
+            return None
+        from app.decisions.checkpoints import load_signer
+
+        return cls(load_signer(config["signing_key"]), float(config["seconds"]))
+
+    def wait(self) -> float:
+        return max(0.0, self._next - perf_counter())
+
+    async def take(self, store: SQLiteStore | PostgresStore) -> None:
+        self._next = perf_counter() + self.seconds
+        try:
+            if await store.checkpoint(self.signer, self.seconds) is not None:
+                self.taken += 1
+        except Exception as exc:  # the next interval tries again; decisions never wait
+            log.warning("decision log checkpoint failed: %s", exc)
+
+
 # How the answer for a frame holding a record orjson cannot write (an integer past 64 bits)
 # begins. A worker that sends frames through a pipe finds such records itself, serialising
 # them; to InProcess they come as they are, and DecisionLog sends the frame's other
@@ -215,7 +257,8 @@ class InProcess:
 
     def __init__(self, config: dict[str, Any],
                  answer: Callable[[int, str | None, int], object]) -> None:
-        self.writer = Writer(open_store(config), int(config["max_batch"]))
+        self.writer = Writer(open_store(config), int(config["max_batch"]),
+                             Checkpoints.from_config(config.get("checkpoint")))
         self._source = Callback(answer)
         self.writer.attach()
         self.running = asyncio.get_running_loop().create_task(
@@ -279,7 +322,8 @@ async def serve(listen: str | None = None, stdin: int = 0, stdout: int = 1) -> N
                                  os.fdopen(stdin, "rb", buffering=0))
     config = orjson.loads(await control.readline())
     _lower_priority(int(config.get("nice", 0)))
-    writer = Writer(open_store(config), int(config["max_batch"]))
+    writer = Writer(open_store(config), int(config["max_batch"]),
+                    Checkpoints.from_config(config.get("checkpoint")))
     try:
         await _serve(writer, control, listen, stdout)
     finally:
