@@ -144,6 +144,15 @@ def verify_between(records: Iterable[dict[str, Any]], stored: Checkpoint | None,
     that every checkpoint of `new` extends `stored`: the chain verifies from stored's head
     (from the log's start when there is none), it holds each new checkpoint's head at its
     seq, and it ends at the newest one. The reason it does not, or None."""
+    if stored is not None:
+        for point in new:
+            if point.seq == stored.seq and point.head_hash != stored.head_hash:
+                return f"seq {point.seq} has two hashes"
+            if point.seq < stored.seq:
+                return f"seq went back from {stored.seq} to {point.seq}"
+        new = [point for point in new if point.seq > stored.seq]
+    if not new:
+        return None
     chain = (ChainVerifier((stored.seq, stored.head_hash), anchor_kind=KIND)
              if stored is not None else ChainVerifier())
     against = Against(new)

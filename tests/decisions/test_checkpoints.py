@@ -78,7 +78,7 @@ async def test_no_key_no_checkpoint(client):
 async def test_checkpoints_sign_the_head_and_a_forgery_fails_against_them(signed):
     settings, signer = signed
     async with app_client(settings) as client:
-        await decide(client, 9)
+        await decide(client, 3)
         first = await wait_for_checkpoint(client)
         assert first["verifies"] is True and first["origin"] == "toolgate.test/log"
         verifier = Verifier.parse((await client.get("/v1/audit/public-key")).json()
@@ -91,6 +91,8 @@ async def test_checkpoints_sign_the_head_and_a_forgery_fails_against_them(signed
         held = records[first["record_seq"] - 1]
         assert held["kind"] == "checkpoint" and held["detail"]["note"] == first["note"]
         assert records[first_point.seq - 1]["hash"] == first_point.head_hash
+        await decide(client, 6)
+        records = await export(client)
         # No growth, no new checkpoint: once the last decision is signed, the log's last
         # record stays that checkpoint's own over several more intervals (5 x 0.2 s).
         last = await wait_for_checkpoint(client, records[-1]["seq"] - 2)
@@ -113,6 +115,8 @@ async def test_checkpoints_sign_the_head_and_a_forgery_fails_against_them(signed
     # The witness's check: the forged records after the first checkpoint do not lead to
     # the last one (the chain breaks at the first checkpoint, or misses the last).
     assert verify_between(forged[first_point.seq:], first_point, [point]) is not None
+    between = forge(records, first["record_seq"] + 1)  # after the first, before the last
+    assert verify_between(between[first_point.seq:], first_point, [point]) is not None
     assert verify_between(records[first_point.seq:], first_point, [point]) is None
 
 
