@@ -11,8 +11,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from app.decisions.checkpoints import Against, open_checkpoint, verify_between
 from app.decisions.chain import record_hash, verify
+from app.decisions.checkpoints import Against, open_checkpoint, verify_between
 from app.decisions.note import Signer, Verifier
 from tests.conftest import app_client
 

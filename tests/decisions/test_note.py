@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from app.decisions.note import NoteError, Signer, Verifier, key_hash, open_note, sign
@@ -59,7 +61,8 @@ def test_a_generated_key_round_trips() -> None:
     again = Signer.parse(signer.key())
     assert again.verifier().key() == signer.verifier().key()
     pub = signer.verifier()
-    assert pub.hash == key_hash(pub.name, __import__("base64").b64decode(pub.key().split("+", 2)[2]))
+    raw = base64.b64decode(pub.key().split("+", 2)[2])
+    assert pub.hash == key_hash(pub.name, raw)
     note = sign("a\nb\n", signer, Signer.generate("witness"))
     opened = open_note(note, [pub])
     assert opened.text == "a\nb\n" and [s.name for s in opened.unverified] == ["witness"]

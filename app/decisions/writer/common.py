@@ -4,7 +4,6 @@ INSERT names them, and when a checkpoint is due."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-
 from typing import Any
 
 from app.decisions.chain import COLUMNS
