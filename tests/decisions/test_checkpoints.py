@@ -142,3 +142,40 @@ async def test_checkpoints_list_and_extend(signed):
     assert verify_between(records, None, [a, b]) is None
     forged = forge(records, a.seq - 2)
     assert verify_between(forged[a.seq:], a, [b]) is not None
+
+
+async def test_a_prune_cuts_at_a_checkpoint_which_it_names_and_keeps(signed):
+    from datetime import UTC, datetime
+
+    from app.decisions.prune import prune
+
+    settings, signer = signed
+    async with app_client(settings) as client:
+        await decide(client, 3)
+        one = await wait_for_checkpoint(client)
+        await decide(client, 3)
+        two = await wait_for_checkpoint(client, one["seq"])
+        await decide(client, 1)  # after the checkpoint, before the cut: kept all the same
+        cut = datetime.now(UTC)
+        await decide(client, 2)
+        result = await prune(client.app.state.sessions, cut)
+        latest = await wait_for_checkpoint(client, two["seq"])
+        named = result["checkpoint"]  # the newest checkpoint before the cut
+        assert named["seq"] >= two["seq"]
+        assert (result["anchor_seq"], result["anchor_hash"]) == (named["seq"],
+                                                                 named["head_hash"])
+        records = await export(client)
+        listed = [c["seq"] for c in (await client.get("/v1/audit/checkpoints")).json()["items"]]
+        assert one["seq"] in listed  # its record is gone, the checkpoint is not
+        status = (await client.get("/v1/audit/verify")).json()
+        assert status["ok"] and status["range"]["anchor"] == "prune"
+        assert latest["verifies"] is True
+    assert records[0]["kind"] == "checkpoint" and records[0]["detail"]["seq"] == named["seq"]
+    pruning = next(r for r in records if r["kind"] == "config")
+    assert pruning["detail"]["after"]["checkpoint"]["note"] == named["note"]
+    assert verify(records).ok
+    point = open_checkpoint(named["note"], [signer.verifier()])
+    check = Against([point])
+    for record in records:
+        check.feed(record)
+    assert check.result() is None
