@@ -46,7 +46,9 @@ def test_signing_key_new_writes_a_private_key_once(tmp_path):
 class Service:
     def __init__(self, database_url: str, key: str, folder) -> None:
         self.env = {"TOOLGATE_DATABASE_URL": database_url, "TOOLGATE_ADMIN_TOKEN": ADMIN,
-                    "TOOLGATE_LOG_SIGNING_KEY": key, "TOOLGATE_CHECKPOINT_SECONDS": "0.2"}
+                    "TOOLGATE_LOG_SIGNING_KEY": key, "TOOLGATE_CHECKPOINT_SECONDS": "0.2",
+                    # Nothing here is about time: room for a machine under load.
+                    "TOOLGATE_DECISION_LOG_TIMEOUT_SECONDS": "60"}
         self.folder = folder
         # A loaded machine (the suite beside other work) can take a while to start one.
         self.proc, self.url = serve(self.env, folder / "serve.log", timeout=240)
