@@ -39,14 +39,18 @@ def _current_key(signing_key: str | None) -> str | None:
         return None
 
 
-async def _verifies(session: AsyncSession, row: LogCheckpoint) -> str | None:
+async def _verifies(session: AsyncSession, row: LogCheckpoint, current: str | None
+                    ) -> str | None:
     """Why the stored checkpoint does not hold against the stored log, or None: its
-    signature by the key it names, and the record at its seq (or the prune anchor there)
-    still has its head_hash."""
+    signature by the service's own key (from its key file, not from the database, where
+    anyone who rewrote the log could store another key), and the record at its seq (or
+    the prune anchor there) still has its head_hash."""
+    if current is None:
+        return "the signing key cannot be read, so the signature is not checked"
     try:
-        open_checkpoint(row.note, [Verifier.parse(row.verifier_key)])
+        open_checkpoint(row.note, [Verifier.parse(current)])
     except NoteError as exc:
-        return f"the signature does not hold: {exc}"
+        return f"the signature does not hold by the current signing key: {exc}"
     found = await session.scalar(select(LogRecord.hash).where(LogRecord.seq == row.seq))
     if found is None:
         head = (await session.execute(select(ChainHead))).scalar_one()
@@ -73,7 +77,7 @@ async def latest_checkpoint(session: Session, settings: SettingsDep) -> dict:
     if row is None:
         raise NotFound("no checkpoint yet: one is taken every TOOLGATE_CHECKPOINT_SECONDS "
                        "in which the log grew")
-    problem = await _verifies(session, row)
+    problem = await _verifies(session, row, _current_key(settings.log_signing_key))
     return {**_out(row), "verifies": problem is None, "problem": problem}
 
 
