@@ -41,7 +41,8 @@ async def wait_for_checkpoint(client, after: int = 0, deadline: float = 60) -> d
 
 async def decide(client, count: int) -> None:
     for _ in range(count):
-        assert (await client.post("/v1/authorize-tool", json={"tool": TOOL})).status_code == 200
+        answer = await client.post("/v1/authorize-tool", json={"tool": TOOL})
+        assert answer.status_code == 200, answer.text
 
 
 async def export(client) -> list[dict]:

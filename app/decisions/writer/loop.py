@@ -151,6 +151,8 @@ class Writer:
 
     async def run(self) -> None:
         """Until every source has ended and everything it sent is committed."""
+        if self.checkpoints is not None:
+            self.checkpoints.wake(self._arrived)
         while True:
             items, self._queue = self._queue, []
             if items:
@@ -159,17 +161,15 @@ class Writer:
                 log.info("decision log writer: %d records in %d frames, %d commits",
                          self.records, self.frames, self.commits)
                 return
-            elif self.checkpoints is None:
+            else:
                 await self._arrived.wait()
                 self._arrived.clear()
-            else:
-                try:
-                    await asyncio.wait_for(self._arrived.wait(), self.checkpoints.wait())
-                except TimeoutError:
-                    pass
-                self._arrived.clear()
-            if self.checkpoints is not None and self.checkpoints.wait() <= 0:
-                await self.checkpoints.take(self.store)
+            if self.checkpoints is not None:
+                # One timer per interval wakes the loop when nothing arrives (no timeout
+                # per wait: that would cost every frame a task and a timer).
+                if self.checkpoints.wait() <= 0:
+                    await self.checkpoints.take(self.store)
+                self.checkpoints.wake(self._arrived)
 
     async def commit(self, items: list[Item]) -> None:
         for group in groups(items, self.max_batch):
@@ -213,6 +213,7 @@ class Checkpoints:
     def __init__(self, signer: Any, seconds: float) -> None:
         self.signer, self.seconds = signer, seconds
         self._next = perf_counter() + seconds
+        self._timer: asyncio.TimerHandle | None = None
         self.taken = 0
 
     @classmethod
@@ -225,6 +226,17 @@ class Checkpoints:
 
     def wait(self) -> float:
         return max(0.0, self._next - perf_counter())
+
+    def wake(self, event: asyncio.Event) -> None:
+        """Set `event` when the next checkpoint is due, unless a timer already will. (The
+        loop may run a timer a little early: then the next one is set for what is left.)"""
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self.wait(), self._rang,
+                                                                event)
+
+    def _rang(self, event: asyncio.Event) -> None:
+        self._timer = None
+        event.set()
 
     async def take(self, store: SQLiteStore | PostgresStore) -> None:
         self._next = perf_counter() + self.seconds
