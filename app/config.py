@@ -173,6 +173,19 @@ class Settings(BaseSettings):
         "password", "secret", "token", "api_key", "apikey", "authorization", "cookie",
     ])
 
+    # Signed checkpoints (SPEC §16, docs/decision-log.md "Tamper evidence"): the file of
+    # an Ed25519 key (`toolgate keys signing-key new FILE`); unset, nothing is signed. The
+    # log's writer signs its head every checkpoint_seconds in which the log grew.
+    log_signing_key: str | None = None
+    checkpoint_seconds: float = Field(default=10.0, gt=0, le=86400)
+
+    @field_validator("log_signing_key")
+    @classmethod
+    def _signing_key(cls, value: str | None) -> str | None:
+        # The file itself is read and checked by `toolgate serve` (app/cli/main.py
+        # signing_key_problem): the settings import nothing of the log.
+        return None if value is None or not value.strip() else value
+
     @field_validator("database_url")
     @classmethod
     def _driver(cls, value: str) -> str:

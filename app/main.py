@@ -28,6 +28,7 @@ from app.authorize.service import Authorizer
 from app.background import Background
 from app.config import Settings
 from app.decisions import reader as log_reader
+from app.decisions.checkpoint_routes import router as checkpoints_router
 from app.decisions.routes import router as decisions_router
 from app.edge import handlers, openapi
 from app.edge.limits import HEAD_CHECKED, EdgeLimits, check_head
@@ -42,7 +43,7 @@ from app.ledger.reader import for_database as ledger_reader
 from app.ledger.routes import router as ledger_router
 from app.ledger.service import Ledger
 from app.log.decision_log import DecisionLog
-from app.log.writer.start import WRITER_SOCKET_ENV
+from app.log.writer.start import WRITER_SOCKET_ENV, checkpoint_config
 from app.ops.routes import TOKEN_ERRORS
 from app.ops.routes import router as ops_router
 from app.ops.service import Metrics
@@ -83,7 +84,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                         socket=os.environ.get(WRITER_SOCKET_ENV),
                         writer=settings.decision_log_writer,
                         db_timeout=settings.db_timeout_seconds,
-                        nice=settings.decision_log_writer_nice)
+                        nice=settings.decision_log_writer_nice,
+                        checkpoint=checkpoint_config(settings.log_signing_key,
+                                                     settings.checkpoint_seconds))
             if settings.decision_log_enabled else None
         )
         if decision_log is not None:
@@ -192,7 +195,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                    registry_router, safety_test_router, decisions_router,
                    test_router, keys_router, approvals_router, webhooks_router,
                    ledger_router, replay_router, whoami_router,
-                   page_reads_router, hooks_router):
+                   page_reads_router, hooks_router, checkpoints_router):
         openapi.document_inputs(router)
         app.include_router(router, dependencies=[Depends(authorize)], responses=keyed)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)

@@ -21,6 +21,11 @@ TARGETS = {
     # are what the ledger's issue asked for.
     "sqlite_ledger_cost": ("SQLite log: throughput lost to the ledger read", None, False),
     "pg_ledger_cost": ("Postgres log: throughput lost to the ledger read", None, False),
+    # What signing checkpoints costs (SPEC §16): one signature per interval, nothing per
+    # decision, so no loss beyond the rounds' noise.
+    "sqlite_signing_cost": ("SQLite log: throughput lost to signed checkpoints", 0.05,
+                            False),
+    "pg_signing_cost": ("Postgres log: throughput lost to signed checkpoints", 0.05, False),
     "core_us": ("core evaluate, µs/decision", 5.0, False),
     "cedar_over_core": ("cedarpy time / core time", 40.0, True),
 }
@@ -52,6 +57,9 @@ def ratios(rows: dict[str, Any], core: dict[str, Any] | None) -> dict[str, Any]:
     for db in ("sqlite", "pg"):
         kept = ratio(rows, f"{db}_log_limits", f"{db}_log")
         found[f"{db}_ledger_cost"] = None if kept is None else 1 - kept
+    for db in ("sqlite", "pg"):
+        kept = ratio(rows, f"{db}_log_signed", f"{db}_log")
+        found[f"{db}_signing_cost"] = None if kept is None else 1 - kept
     found["pg_log_p99_ms"] = (rows.get("pg_log") or {}).get("p99_ms")
     us = (core or {}).get("us", {})
     found["core_us"] = us.get("evaluate")

@@ -46,6 +46,9 @@ class Scenario:
     # The plan's profile has cost limits: every decision reads the plan's and the project's
     # ledger totals (SPEC §11). False (the default): none, the memory-only decision.
     limits: bool = False
+    # The log signs checkpoints (SPEC §16): a new key in TOOLGATE_LOG_SIGNING_KEY, at the
+    # default TOOLGATE_CHECKPOINT_SECONDS (one signature per 10 s in which the log grew).
+    signed: bool = False
 
 
 SCENARIOS = (
@@ -69,6 +72,11 @@ SCENARIOS = (
              "sqlite", limits=True),
     Scenario("pg_log_limits", "toolgate Postgres, durable log, cost-limited plan",
              "postgres", limits=True),
+    # The A/B of signed checkpoints: the same servers with a signing key.
+    Scenario("sqlite_log_signed", "toolgate SQLite, durable log, signed checkpoints",
+             "sqlite", signed=True),
+    Scenario("pg_log_signed", "toolgate Postgres, durable log, signed checkpoints",
+             "postgres", signed=True),
 )
 BY_NAME = {s.name: s for s in SCENARIOS}
 
@@ -120,6 +128,8 @@ def launch(scenario: Scenario, opts: Options) -> tuple[srv.Server, str | None]:
         TOOLGATE_ACCESS_LOG="true" if opts.access_log else "false",
         **opts.settings,
         **dict(scenario.env),
+        **({"TOOLGATE_LOG_SIGNING_KEY": _signing_key(opts.workdir, scenario.name)}
+           if scenario.signed else {}),
     )
     if scenario.database == "postgres":
         _migrate(env, log)
@@ -135,6 +145,15 @@ def launch(scenario: Scenario, opts: Options) -> tuple[srv.Server, str | None]:
         server.stop()
         raise
     return server, url
+
+
+def _signing_key(workdir: Path, name: str) -> str:
+    from app.log.note import Signer
+
+    path = workdir / f"{name}.key"
+    path.write_text(Signer.generate(f"bench/{name}").key() + "\n")
+    path.chmod(0o600)
+    return str(path)
 
 
 def _migrate(env: dict[str, str], log: Path) -> None:

@@ -44,6 +44,7 @@ RULES_NOT_IN_THE_SCHEMA = [
     "PUT /v1/tools/{name}", "PUT /v1/skills/{name}", "POST /v1/skills/{name}/safety-test",
     "POST /v1/test", "POST /v1/keys", "GET /v1/decisions", "GET /v1/decisions/stats",
     "GET /v1/audit/export", "GET /v1/audit/verify", "GET /v1/approvals", "POST /v1/replay",
+    "GET /v1/audit/checkpoints",  # since: a seq or an RFC 3339 date-time
 ]
 CONFIG = f"""
 [generation]

@@ -103,7 +103,7 @@ class _Stop(Exception):
     """Raised in a parser callback to stop parsing: the connection is being closed."""
 
 
-# X-Request-ID: the client's when it matches app.edge.logs.VALID_REQUEST_ID (the same
+# X-Request-ID: the client's when it matches app.kit.caller.VALID_REQUEST_ID (the same
 # pattern: 1 to 128 of [A-Za-z0-9._:-]), else generated like app.edge.logs.new_request_id: a
 # random prefix of this module's own and a counter (unique without a draw per request).
 _VALID_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")

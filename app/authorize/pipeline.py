@@ -39,9 +39,8 @@ from app.auth.keys import Principal, hash_secret
 from app.auth.roles import rule_for
 from app.authorize.service import Authorizer, check_authorize, decide
 from app.authorize.wire import decode_authorize, decode_authorize_json
-from app.edge.logs import client_request_id
 from app.edge.middleware import refuse_declared, strict_json, too_large
-from app.kit.caller import Caller
+from app.kit.caller import Caller, client_request_id
 
 PATH = "/v1/authorize-tool"
 RULE = rule_for("POST", PATH)  # (permission, rule), looked up once

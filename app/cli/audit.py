@@ -72,6 +72,12 @@ def verify(
         "it starting anywhere, its first record's seq and prev_hash trusted")] = False,
     since: Annotated[str | None, typer.Option(help="RFC 3339 start (online only)")] = None,
     until: Annotated[str | None, typer.Option(help="RFC 3339 end (online only)")] = None,
+    checkpoint: Annotated[str | None, typer.Option(
+        "--checkpoint", help="A signed checkpoint (its note, or GET /v1/audit/checkpoint's "
+        "answer, in a file): the export must hold its (seq, head_hash); with --file")] = None,
+    public_key: Annotated[list[str] | None, typer.Option(
+        "--public-key", help="The verifier key the checkpoint must be signed by "
+        "(<origin>+<id>+<key>, or a file holding it); repeat for rotated keys")] = None,
     url: Url = DEFAULT_URL,
     token: Token = None,
 ) -> None:
@@ -84,6 +90,7 @@ def verify(
     from app.cli.http import call
     from app.log.chain import Verifier
 
+    against = _against(checkpoint, public_key or [], file)
     if file is None:
         if partial:
             raise fail("--partial goes with --file (the service checks a range anchored on "
@@ -105,6 +112,8 @@ def verify(
                         verifier.first_bad = {"seq": None, "decision_id": None, "line": number,
                                               "reason": f"line {number} is not a JSON record"}
                         break
+                    if against is not None:
+                        against.feed(record)
                     if not verifier.feed(record):
                         verifier.first_bad["line"] = number
                         break
@@ -116,9 +125,93 @@ def verify(
             result["first_bad"] = {"seq": None, "decision_id": None,
                                    "reason": "the last record's hash is not the expected head "
                                              "(records missing at the end)"}
+        if result["ok"] and against is not None and (why := against.result()) is not None:
+            result["ok"] = False
+            result["first_bad"] = {"seq": None, "decision_id": None,
+                                   "reason": f"against the checkpoint: {why}"}
+        if against is not None:
+            point = next(iter(against.want.values()))
+            result["checkpoint"] = {"seq": point.seq, "head_hash": point.head_hash,
+                                    "time": point.time, "origin": point.origin,
+                                    "holds": result["ok"]}
     typer.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
     if not result["ok"]:
         raise typer.Exit(1)
+
+
+def _key_text(value: str) -> str:
+    import os
+
+    if os.path.isfile(value):
+        with open(value, encoding="utf-8") as handle:
+            return handle.read().strip()
+    return value
+
+
+def _verifiers(keys: list[str]) -> list:
+    from app.log.note import NoteError, Verifier
+
+    try:
+        return [Verifier.parse(_key_text(key)) for key in keys]
+    except (NoteError, OSError) as exc:
+        raise fail(f"--public-key: {exc}") from None
+
+
+def _against(checkpoint: str | None, keys: list[str], file: str | None):  # noqa: ANN202
+    """The check of an export against a signed checkpoint (--checkpoint), or None."""
+    if checkpoint is None:
+        if keys:
+            raise fail("--public-key goes with --checkpoint")
+        return None
+    if file is None or not keys:
+        raise fail("--checkpoint needs --file (an export) and --public-key")
+    import orjson
+
+    from app.log.checkpoints import Against, open_checkpoint
+    from app.log.note import NoteError
+
+    try:
+        with open(checkpoint, "rb") as handle:
+            raw = handle.read()
+    except OSError as exc:
+        raise fail(f"cannot read {checkpoint}: {exc.strerror}") from None
+    if raw.lstrip().startswith(b"{"):  # GET /v1/audit/checkpoint's answer, saved
+        try:
+            raw = orjson.loads(raw)["note"].encode()
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+            raise fail(f"{checkpoint}: JSON without a \"note\"") from None
+    try:
+        return Against([open_checkpoint(raw, _verifiers(keys))])
+    except NoteError as exc:
+        typer.echo(f"toolgate: the checkpoint does not verify: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+@audit.command("witness")
+def witness(
+    public_key: Annotated[list[str], typer.Option(
+        "--public-key", help="The log's verifier key (<origin>+<id>+<key>, or a file "
+        "holding it); repeat for rotated keys")],
+    store: Annotated[str, typer.Option(help="Folder keeping the checkpoints (one file "
+                                       "each), where the database's admin cannot write")],
+    every: Annotated[float, typer.Option(min=0.1, help="Seconds between rounds")] = 10.0,
+    once: Annotated[bool, typer.Option("--once", help="One round, then exit (cron): 0 "
+                                       "when the log extends what is stored")] = False,
+    url: Url = DEFAULT_URL,
+    token: Token = None,
+) -> None:
+    """Fetch the log's new signed checkpoints, check each signature and that each
+    extends the last one stored (the export between them verifies), and store them. On a
+    fork (a rewritten history, a seq with two hashes, a seq going back) log one line
+    naming both checkpoints and exit 1; 2 when --once could not reach the service. Needs
+    an auditor key for every project (TOOLGATE_TOKEN)."""
+    import logging
+
+    from app.cli.witness import run
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    verifiers = _verifiers(public_key)
+    raise typer.Exit(run(url, token, verifiers, store, every, once))
 
 
 @audit.command("prune")

@@ -105,3 +105,43 @@ def revoke(
     """Revoke a key; every process refuses it at once (docs/auth.md)."""
     call("DELETE", url, f"/v1/keys/{quote(key_id, safe='')}", token=token)
     typer.echo(f"revoked {key_id}")
+
+
+signing_key = typer.Typer(help="The decision log's checkpoint signing key (SPEC §16).",
+                          no_args_is_help=True)
+keys.add_typer(signing_key, name="signing-key")
+
+
+@signing_key.command("new")
+def new_signing_key(
+    file: Annotated[str, typer.Argument(metavar="FILE", help="Where to write the key "
+                                        "(mode 0600; an existing file is never replaced)")],
+    origin: Annotated[str, typer.Option(
+        help="The log's name in its checkpoints and verifier key, e.g. "
+             "toolgate.example.com/log (no spaces, no '+')")] = "toolgate",
+) -> None:
+    """Write a new Ed25519 key for TOOLGATE_LOG_SIGNING_KEY, in the signed-note format's
+    signer key text (`PRIVATE+KEY+<origin>+<hash>+<key>`, as Go's note.NewSigner reads),
+    and print its verifier key (public: give it to auditors and witnesses)."""
+    import os
+
+    from app.cli.http import fail
+    from app.log.note import NoteError, Signer
+
+    try:
+        signer = Signer.generate(origin)
+    except NoteError as exc:
+        raise fail(f"--origin: {exc}") from None
+    try:
+        # O_EXCL: never overwrite a key (its checkpoints would no longer verify by it).
+        fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise fail(f"{file} exists: a signing key is never overwritten (rotate by writing "
+                   "a new file and pointing TOOLGATE_LOG_SIGNING_KEY at it)") from None
+    except OSError as exc:
+        raise fail(f"cannot write {file}: {exc.strerror}") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        os.fchmod(handle.fileno(), 0o600)  # whatever the umask
+        handle.write(signer.key() + "\n")
+    typer.echo(f"wrote the signing key to {file}; its verifier key:", err=True)
+    typer.echo(signer.verifier().key())

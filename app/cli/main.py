@@ -57,6 +57,25 @@ def migrate() -> None:
     typer.echo(f"schema at {head}")
 
 
+def signing_key_problem(path: str | None) -> str | None:
+    """Why the checkpoint signing key at `path` cannot be used (None: it can, or none is
+    set): read once at start, so a missing or malformed key stops `serve` naming the
+    variable instead of a writer that cannot sign."""
+    if path is None:
+        return None
+    from app.log.checkpoints import load_signer
+    from app.log.note import NoteError
+
+    try:
+        load_signer(path)
+    except OSError as exc:
+        return f"cannot read the signing key {path}: {exc.strerror}"
+    except NoteError as exc:
+        return (f"{path} is not a signing key ({exc}); write one with "
+                "`toolgate keys signing-key new FILE`")
+    return None
+
+
 def _one_line(exc: BaseException) -> str:
     """An exception as one line: the innermost cause's type and message (a driver's
     "Connect call failed" rather than SQLAlchemy's wrapper and its traceback)."""
@@ -82,6 +101,10 @@ def serve(
     from app.store import migrate as migrations
 
     settings = settings_or_exit()
+    problem = signing_key_problem(settings.log_signing_key)
+    if problem is not None:  # a writer that cannot sign must not start
+        typer.echo(f"toolgate: TOOLGATE_LOG_SIGNING_KEY: {problem}", err=True)
+        raise typer.Exit(2)
     try:
         verdict = migrations.verdict(settings.database_url)
     except Exception as exc:  # unreachable database: say so plainly, do not start
@@ -182,7 +205,11 @@ def _shared_writer(settings: Settings, workers: int) -> Iterator[None]:
     if workers <= 1 or not settings.decision_log_enabled:
         yield
         return
-    from app.log.writer.start import WRITER_SOCKET_ENV, start_shared_writer
+    from app.log.writer.start import (
+        WRITER_SOCKET_ENV,
+        checkpoint_config,
+        start_shared_writer,
+    )
 
     folder = tempfile.mkdtemp(prefix="toolgate-")  # mode 0700: only this user connects
     socket_path = os.path.join(folder, "decision-log.sock")
@@ -190,7 +217,8 @@ def _shared_writer(settings: Settings, workers: int) -> Iterator[None]:
         settings.database_url, max_batch=settings.decision_log_max_batch,
         timeout=settings.decision_log_timeout_seconds,
         sqlite_synchronous=settings.sqlite_synchronous, socket_path=socket_path,
-        db_timeout=settings.db_timeout_seconds)
+        db_timeout=settings.db_timeout_seconds,
+        checkpoint=checkpoint_config(settings.log_signing_key, settings.checkpoint_seconds))
     os.environ[WRITER_SOCKET_ENV] = socket_path  # the workers inherit it
     try:
         yield

@@ -334,14 +334,21 @@ async def seq_range(session: AsyncSession, since: datetime | None,
 
 
 async def stream(sessions: async_sessionmaker, since: datetime | None,
-                 until: datetime | None, *, projects: list[str] | None = None
+                 until: datetime | None, *, projects: list[str] | None = None,
+                 after_seq: int | None = None, until_seq: int | None = None
                  ) -> AsyncIterator[dict[str, Any]]:
-    """Records in chain order, fetched in chunks: memory stays flat for any range."""
+    """Records in chain order, fetched in chunks: memory stays flat for any range.
+    after_seq/until_seq bound the seq range too (a witness's export between two
+    checkpoints: seq > after_seq, seq <= until_seq)."""
     async with read_only(sessions) as session:
         bounds = await seq_range(session, since, until)
     if bounds is None:
         return
     cursor, last = bounds[0] - 1, bounds[1]
+    if after_seq is not None:
+        cursor = max(cursor, after_seq)
+    if until_seq is not None:
+        last = min(last, until_seq)
     while cursor < last:
         async with read_only(sessions) as session:
             query = (select(LogRecord).where(LogRecord.seq > cursor, LogRecord.seq <= last)

@@ -29,7 +29,7 @@ router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["decision log"])
 NameQuery = Annotated[str | None, Query(pattern=NAME_PATTERN)]
 CodeQuery = Annotated[str | None, Query(pattern=r"^[A-Za-z0-9_]{1,64}$")]
 Kind = Literal["authorize", "screen", "plan", "resolve", "config", "approval", "outcome",
-               "replay"]
+               "replay", "checkpoint"]
 
 
 def _utc(moment: datetime | None, field: str = "since") -> datetime | None:
@@ -188,12 +188,17 @@ async def audit_export(
     since: DateTime | None = None,
     until: DateTime | None = None,
     format: Literal["jsonl", "csv"] = "jsonl",
+    after_seq: Annotated[int | None, Query(ge=0, lt=2**63, description=(
+        "Only records with a greater seq (a witness's export after a checkpoint)"))] = None,
+    until_seq: Annotated[int | None, Query(ge=0, lt=2**63, description=(
+        "Only records up to this seq"))] = None,
 ) -> StreamingResponse:
     _filters(since, until)
     # A scoped key exports its projects' records only: such a file has gaps in the chain,
     # so it cannot be verified offline (verify needs an unscoped key; docs/auth.md).
     records = queries.stream(sessions, _utc(since, "since"), _utc(until, "until"),
-                             projects=principal.project_list())
+                             projects=principal.project_list(), after_seq=after_seq,
+                             until_seq=until_seq)
     if format == "csv":
         return StreamingResponse(_csv(records), media_type="text/csv",
                                  headers={"Content-Disposition":

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from contextvars import ContextVar
 from itertools import count
 from typing import Any
 
 import orjson
+
+from app.kit.caller import VALID_REQUEST_ID
 
 ACCESS = logging.getLogger("toolgate.access")
 REQUEST_ID: ContextVar[str | None] = ContextVar("toolgate_request_id", default=None)
@@ -26,7 +27,6 @@ DECISION_ID: ContextVar[str | None] = ContextVar("toolgate_decision_id", default
 # these characters, 1 to 128 of them (SPEC §17); anything else is replaced by a generated
 # id, so a client cannot write `x status=200 decision_id=forged` into a text log line.
 MAX_REQUEST_ID = 128
-VALID_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
 # Generated ids: this process's random prefix and a counter, unique without a random draw
 # per request (uuid4 would cost more than the rest of the request's logging).
 _PREFIX = os.urandom(6).hex()
@@ -46,13 +46,6 @@ def request_id_of(value: bytes | None) -> bytes:
     if value and VALID_REQUEST_ID.fullmatch(value):
         return value
     return new_request_id().encode()
-
-
-def client_request_id(value: bytes | str | None) -> str | None:
-    """The client's X-Request-ID when it is valid, else None (the record then has none)."""
-    if isinstance(value, str):
-        value = value.encode("latin-1", "replace")
-    return value.decode("ascii") if value and VALID_REQUEST_ID.fullmatch(value) else None
 
 
 def access(*, request_id: str, method: str, route: str, status: int, duration_ms: float,

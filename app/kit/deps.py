@@ -12,8 +12,7 @@ from fastapi import Depends, Path, Request
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.config import Settings
-from app.edge.logs import client_request_id
-from app.kit.caller import Caller
+from app.kit.caller import Caller, client_request_id
 from app.kit.schemas import NAME_PATTERN, PROFILE_NAME_PATTERN
 from app.store.engine import WRITE_OPTION
 

@@ -84,10 +84,13 @@ class DecisionLog:
 
     def __init__(self, database_url: str, *, max_batch: int = 512, timeout: float = 5.0,
                  sqlite_synchronous: str = "FULL", socket: str | None = None,
-                 writer: str = "auto", nice: int = 0, db_timeout: float | None = None
-                 ) -> None:
+                 writer: str = "auto", nice: int = 0, db_timeout: float | None = None,
+                 checkpoint: dict[str, Any] | None = None) -> None:
+        # checkpoint: signed checkpoints of the head, by this worker's own writer (the
+        # shared writer of `--workers N` is told by `toolgate serve`): writer/start.py.
         config = writer_config(database_url, max_batch=max_batch, timeout=timeout,
-                               sqlite_synchronous=sqlite_synchronous, db_timeout=db_timeout)
+                               sqlite_synchronous=sqlite_synchronous, db_timeout=db_timeout,
+                               checkpoint=checkpoint)
         # A writer process of this worker's own runs `nice` steps below it: it has the
         # spare CPU (a third of a core at the worker's full rate), and at the same priority
         # its wake-up at every frame took the worker's core mid-request (docs/performance.md).

@@ -106,3 +106,20 @@ class RolledHour(Base):
     __tablename__ = "decision_rolled_hour"
 
     hour: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
+
+
+class LogCheckpoint(Base):
+    """A signed checkpoint of the chain's head (SPEC §16): `seq` and `head_hash` are the
+    head it signs, `record_seq` the chain record of kind `checkpoint` that holds it (the
+    next one), `note` the signed note. Kept past a prune, which deletes the records."""
+
+    __tablename__ = "log_checkpoints"
+
+    seq: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"),
+                                     primary_key=True, autoincrement=False)
+    head_hash: Mapped[str] = mapped_column(String(64))
+    origin: Mapped[str] = mapped_column(String(200))
+    time: Mapped[datetime] = mapped_column(UTCDateTime)
+    verifier_key: Mapped[str] = mapped_column(String(400))
+    record_seq: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"))
+    note: Mapped[str] = mapped_column(Text)

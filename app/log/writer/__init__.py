@@ -31,8 +31,12 @@ one statement that moves the head only from where this writer last left it (see
 PostgresStore). Either way every process's records form one chain. Imports are kept light
 (no SQLAlchemy): the process starts in ~50 ms.
 
+With a signing key in the configuration, the loop also signs a checkpoint of the chain
+head between two commits every interval in which the log grew (Checkpoints in loop.py;
+the format is app/log/checkpoints.py): one signature per interval, none per record.
+
 The package, one module per concern:
-  loop.py        the frame loop: Source, Writer, InProcess, serve and main (the process)
+  loop.py        the frame loop: Source, Writer, Checkpoints, InProcess, serve and main
   sqlite.py      the SQLite store
   postgres.py    the Postgres store
   summariser.py  the Postgres store's BRIN summaries

@@ -1,11 +1,13 @@
-"""What both of the writer's stores share: the clock, and the table's columns as their
-INSERT names them."""
+"""What both of the writer's stores share: the clock, the table's columns as their
+INSERT names them, and when a checkpoint is due."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from app.log.chain import COLUMNS
+from app.log.records import iso
 
 
 def _now() -> datetime:
@@ -13,3 +15,23 @@ def _now() -> datetime:
 
 
 _QUOTED = ", ".join(f'"{c}"' for c in COLUMNS)  # "check" is an SQL keyword
+
+
+_CHECKPOINT_COLUMNS = ("seq", "head_hash", "origin", "time", "verifier_key", "record_seq",
+                       "note")
+
+
+def checkpoint_due(signer: Any, interval: float, seq: int, head_hash: str, moment: datetime,
+                   last: tuple[int, datetime] | None
+                   ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """Under the head's lock: the checkpoint record and row for head (seq, head_hash), or
+    None when none is due (`last`: the latest checkpoint's record seq and time)."""
+    from app.log.checkpoints import due, make
+
+    if not due(head_seq=seq, last_record_seq=last[0] if last else None,
+               since_last=(moment - last[1]).total_seconds() if last else None,
+               interval=interval):
+        return None
+    record, row = make(signer, seq, head_hash, iso(moment))
+    row["record_seq"] = seq + 1
+    return record, row

@@ -102,8 +102,10 @@ class Writer:
     worker) go into one queue; each turn commits everything queued, in groups of up to
     max_batch records, and acknowledges every frame to the source it came from."""
 
-    def __init__(self, store: SQLiteStore | PostgresStore, max_batch: int) -> None:
+    def __init__(self, store: SQLiteStore | PostgresStore, max_batch: int,
+                 checkpoints: Checkpoints | None = None) -> None:
         self.store, self.max_batch = store, max_batch
+        self.checkpoints = checkpoints
         self.commits = 0
         self.records = 0
         self.frames = 0
@@ -149,6 +151,8 @@ class Writer:
 
     async def run(self) -> None:
         """Until every source has ended and everything it sent is committed."""
+        if self.checkpoints is not None:
+            self.checkpoints.wake(self._arrived)
         while True:
             items, self._queue = self._queue, []
             if items:
@@ -160,6 +164,12 @@ class Writer:
             else:
                 await self._arrived.wait()
                 self._arrived.clear()
+            if self.checkpoints is not None:
+                # One timer per interval wakes the loop when nothing arrives (no timeout
+                # per wait: that would cost every frame a task and a timer).
+                if self.checkpoints.wait() <= 0:
+                    await self.checkpoints.take(self.store)
+                self.checkpoints.wake(self._arrived)
 
     async def commit(self, items: list[Item]) -> None:
         for group in groups(items, self.max_batch):
@@ -193,6 +203,50 @@ class Writer:
                 log_commit(*timed)
 
 
+class Checkpoints:
+    """Every `seconds`, between two commits (never beside one: they share the store's
+    connection), a signed checkpoint of the chain head if the log grew (SPEC §16): one
+    signature per interval, nothing per decision. Whether one is due is decided under the
+    head's lock from the latest stored checkpoint, so writers sharing a database (several
+    replicas) make one sequence between them."""
+
+    def __init__(self, signer: Any, seconds: float) -> None:
+        self.signer, self.seconds = signer, seconds
+        self._next = perf_counter() + seconds
+        self._timer: asyncio.TimerHandle | None = None
+        self.taken = 0
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any] | None) -> Checkpoints | None:
+        if not config:
+            return None
+        from app.log.checkpoints import load_signer
+
+        return cls(load_signer(config["signing_key"]), float(config["seconds"]))
+
+    def wait(self) -> float:
+        return max(0.0, self._next - perf_counter())
+
+    def wake(self, event: asyncio.Event) -> None:
+        """Set `event` when the next checkpoint is due, unless a timer already will. (The
+        loop may run a timer a little early: then the next one is set for what is left.)"""
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self.wait(), self._rang,
+                                                                event)
+
+    def _rang(self, event: asyncio.Event) -> None:
+        self._timer = None
+        event.set()
+
+    async def take(self, store: SQLiteStore | PostgresStore) -> None:
+        self._next = perf_counter() + self.seconds
+        try:
+            if await store.checkpoint(self.signer, self.seconds) is not None:
+                self.taken += 1
+        except Exception as exc:  # the next interval tries again; decisions never wait
+            log.warning("decision log checkpoint failed: %s", exc)
+
+
 # How the answer for a frame holding a record orjson cannot write (an integer past 64 bits)
 # begins. A worker that sends frames through a pipe finds such records itself, serialising
 # them; to InProcess they come as they are, and DecisionLog sends the frame's other
@@ -215,7 +269,8 @@ class InProcess:
 
     def __init__(self, config: dict[str, Any],
                  answer: Callable[[int, str | None, int], object]) -> None:
-        self.writer = Writer(open_store(config), int(config["max_batch"]))
+        self.writer = Writer(open_store(config), int(config["max_batch"]),
+                             Checkpoints.from_config(config.get("checkpoint")))
         self._source = Callback(answer)
         self.writer.attach()
         self.running = asyncio.get_running_loop().create_task(
@@ -279,7 +334,8 @@ async def serve(listen: str | None = None, stdin: int = 0, stdout: int = 1) -> N
                                  os.fdopen(stdin, "rb", buffering=0))
     config = orjson.loads(await control.readline())
     _lower_priority(int(config.get("nice", 0)))
-    writer = Writer(open_store(config), int(config["max_batch"]))
+    writer = Writer(open_store(config), int(config["max_batch"]),
+                    Checkpoints.from_config(config.get("checkpoint")))
     try:
         await _serve(writer, control, listen, stdout)
     finally:

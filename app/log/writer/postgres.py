@@ -10,7 +10,7 @@ from typing import Any
 
 from app.log.chain import Unhashable, chain_values
 from app.log.records import PG_EPOCH, pg_micros
-from app.log.writer.common import _QUOTED, _now
+from app.log.writer.common import _CHECKPOINT_COLUMNS, _QUOTED, _now, checkpoint_due
 from app.log.writer.summariser import SUMMARISE_SECONDS, Summariser
 
 log = logging.getLogger("toolgate.decisions.writer")
@@ -25,6 +25,9 @@ def _one(value: int) -> tuple[int]:
 
 
 _PG_LOCK_HEAD = "SELECT seq, hash FROM chain_head WHERE id = 1 FOR UPDATE"
+_PG_LAST_CHECKPOINT = "SELECT record_seq, time FROM log_checkpoints ORDER BY seq DESC LIMIT 1"
+_PG_CHECKPOINT = (f"INSERT INTO log_checkpoints ({', '.join(_CHECKPOINT_COLUMNS)}) "
+                  f"VALUES ({', '.join(f'${i + 1}' for i in range(len(_CHECKPOINT_COLUMNS)))})")
 
 # One statement, one round trip: move the chain head from where this writer last saw it
 # ($4, $5) to the batch's last record ($1, $2), and insert the batch's rows ($6) only if
@@ -168,6 +171,30 @@ class PostgresStore:
             return False
         self._head = (seq, prev)
         return True
+
+    async def checkpoint(self, signer: Any, interval: float) -> int | None:
+        """A signed checkpoint of the head, chained as the next record, if one is due
+        (common.checkpoint_due), under the head's row lock like any chain writer; the seq
+        it signed, or None."""
+        try:
+            conn = self._conn or await self._connect()
+            async with conn.transaction():
+                head = tuple(await conn.fetchrow(_PG_LOCK_HEAD))
+                last = await conn.fetchrow(_PG_LAST_CHECKPOINT)
+                moment = _now()
+                made = checkpoint_due(signer, interval, head[0], head[1], moment, last and (
+                    last[0], PG_EPOCH + timedelta(microseconds=last[1])))
+                if made is None:
+                    return None
+                record, row = made
+                if not await self._extend(conn, [record], head):  # type: ignore[arg-type]
+                    raise RuntimeError("the chain head moved although it was locked")
+                await conn.execute(_PG_CHECKPOINT, *(
+                    pg_micros(row[c]) if c == "time" else row[c] for c in _CHECKPOINT_COLUMNS))
+            return head[0]
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
         """After a failed batch (the next one reconnects), and when the writer stops."""

@@ -8,11 +8,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app.log.chain import COLUMNS, chain_values
-from app.log.writer.common import _QUOTED, _now
+from app.log.writer.common import _CHECKPOINT_COLUMNS, _QUOTED, _now, checkpoint_due
 
 _SQLITE_HEAD = "UPDATE chain_head SET updated_at = ? WHERE id = 1 RETURNING seq, hash"
 _SQLITE_INSERT = f"INSERT INTO decision_log ({_QUOTED}) VALUES ({', '.join('?' * len(COLUMNS))})"
 _SQLITE_SET_HEAD = "UPDATE chain_head SET seq = ?, hash = ? WHERE id = 1"
+_SQLITE_LAST_CHECKPOINT = "SELECT record_seq, time FROM log_checkpoints ORDER BY seq DESC LIMIT 1"
+_SQLITE_CHECKPOINT = (f"INSERT INTO log_checkpoints ({', '.join(_CHECKPOINT_COLUMNS)}) "
+                      f"VALUES ({', '.join('?' * len(_CHECKPOINT_COLUMNS))})")
 
 
 def _sqlite_time(moment: datetime) -> str:
@@ -50,6 +53,32 @@ class SQLiteStore:
             conn.execute("COMMIT")
         except BaseException:
             self.close()  # rolls back; reconnect on the next batch
+            raise
+
+    async def checkpoint(self, signer: Any, interval: float) -> int | None:
+        """A signed checkpoint of the head, chained as the next record, if one is due
+        (common.checkpoint_due); the seq it signed, or None."""
+        conn = self._conn = self._conn or self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            moment = _now()
+            seq, prev = conn.execute(_SQLITE_HEAD, (_sqlite_time(moment),)).fetchone()
+            last = conn.execute(_SQLITE_LAST_CHECKPOINT).fetchone()
+            made = checkpoint_due(signer, interval, seq, prev, moment, last and (
+                last[0], datetime.fromisoformat(last[1]).replace(tzinfo=UTC)))
+            if made is None:
+                conn.execute("ROLLBACK")
+                return None
+            record, row = made
+            rows, new_seq, new_prev = chain_values([record], seq, prev, time=_sqlite_text)
+            conn.executemany(_SQLITE_INSERT, rows)
+            conn.execute(_SQLITE_CHECKPOINT, tuple(
+                _sqlite_text(row[c]) if c == "time" else row[c] for c in _CHECKPOINT_COLUMNS))
+            conn.execute(_SQLITE_SET_HEAD, (new_seq, new_prev))
+            conn.execute("COMMIT")
+            return seq
+        except BaseException:
+            self.close()
             raise
 
     def close(self) -> None:

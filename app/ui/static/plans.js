@@ -74,5 +74,6 @@ async function audit() {
       may("audit.export") ? [el("button", { type: "button", onclick: () => exportRange("jsonl") }, "Export JSONL"),
         el("button", { type: "button", onclick: () => exportRange("csv") }, "Export CSV")] : null,
       exportLink),
-    out);
+    out,
+    may("audit.checkpoints") ? checkpointPanel() : null);  // static/checkpoint.js
 }

@@ -1,0 +1,203 @@
+"""Signed checkpoints from the command line (SPEC §16): the signing key, an export checked
+against a checkpoint, and a witness that catches a history rewritten in the database and
+served again with the same key. Real `toolgate serve` processes, bounded waits."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import time
+
+import httpx
+import orjson
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from app.log.chain import record_hash
+from tests.cli.test_cli import _run
+from tests.serving import serve, stop
+
+ADMIN = "checkpoint-admin"
+TOOL = {"name": "t", "capability": {"writes": False, "checkpointable": True, "unsafe": False}}
+
+
+def test_signing_key_new_writes_a_private_key_once(tmp_path):
+    path = tmp_path / "log.key"
+    made = _run("keys", "signing-key", "new", str(path), "--origin", "example.com/log")
+    assert made.returncode == 0, made.stderr
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert path.read_text().startswith("PRIVATE+KEY+example.com/log+")
+    assert made.stdout.strip().startswith("example.com/log+")  # the verifier key
+    before = path.read_text()
+    again = _run("keys", "signing-key", "new", str(path))
+    assert again.returncode != 0 and "never overwritten" in again.stderr
+    assert path.read_text() == before
+    bad = _run("keys", "signing-key", "new", str(tmp_path / "b.key"), "--origin", "a b")
+    assert bad.returncode != 0 and "--origin" in bad.stderr
+    assert not (tmp_path / "b.key").exists()
+    # A file that is not a key stops serve naming the variable.
+    (tmp_path / "junk.key").write_text("not a key\n")
+    refused = _run("serve", "--port", "1", env={"TOOLGATE_LOG_SIGNING_KEY":
+                                                 str(tmp_path / "junk.key")})
+    assert refused.returncode == 2 and "TOOLGATE_LOG_SIGNING_KEY" in refused.stderr
+
+
+class Service:
+    def __init__(self, database_url: str, key: str, folder) -> None:
+        self.env = {"TOOLGATE_DATABASE_URL": database_url, "TOOLGATE_ADMIN_TOKEN": ADMIN,
+                    "TOOLGATE_LOG_SIGNING_KEY": key, "TOOLGATE_CHECKPOINT_SECONDS": "0.2",
+                    # Nothing here is about time: room for a machine under load.
+                    "TOOLGATE_DECISION_LOG_TIMEOUT_SECONDS": "60"}
+        self.folder = folder
+        # A loaded machine (the suite beside other work) can take a while to start one.
+        self.proc, self.url = serve(self.env, folder / "serve.log", timeout=240)
+
+    def get(self, path: str, **params) -> httpx.Response:
+        return httpx.get(self.url + path, params=params, timeout=30,
+                         headers={"Authorization": f"Bearer {ADMIN}"})
+
+    def decide(self, count: int) -> None:
+        for _ in range(count):
+            answer = httpx.post(self.url + "/v1/authorize-tool", json={"tool": TOOL},
+                                headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30)
+            assert answer.status_code == 200, answer.text
+
+    def signed_head(self) -> dict:
+        """The checkpoint of the head as it is now (polling: the writer signs on its own
+        interval), once every record so far is signed."""
+        head = self.get("/v1/audit/verify").json()["range"]["last_seq"]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            answer = self.get("/v1/audit/checkpoint")
+            if answer.status_code == 200 and answer.json()["seq"] >= head - 1:
+                return answer.json()
+            time.sleep(0.05)
+        raise AssertionError("no checkpoint of the head within 60 s")
+
+    def stop(self) -> None:
+        stop(self.proc)
+
+
+def _witness(service: Service, key: str, store, token: str):
+    return _run("audit", "witness", "--url", service.url, "--public-key", key, "--store",
+                str(store), "--once", env={"TOOLGATE_TOKEN": token})
+
+
+def _forged(records: list[dict]) -> list[dict]:
+    """The issue's forgery: `allowed` flipped a third of the way in, every later prev_hash
+    and hash recomputed (SHA-256 of the sorted-key JSON, docs/decision-log.md)."""
+    forged = [dict(r) for r in records]
+    at = next(i for i in range(len(forged) // 3, len(forged))
+              if forged[i]["allowed"] is not None)
+    forged[at]["allowed"] = not forged[at]["allowed"]
+    prev = forged[at]["prev_hash"]
+    for record in forged[at:]:
+        record["prev_hash"] = prev
+        record["hash"] = prev = record_hash(record)
+    return forged
+
+
+async def _rewrite(database_url: str, forged: list[dict]) -> None:
+    """What someone who can write the database does: the forged rows, the chain head
+    moved to match, and the checkpoints that would betray it deleted."""
+    engine = create_async_engine(database_url)
+    try:
+        async with engine.begin() as conn:
+            for record in forged:
+                await conn.execute(text("UPDATE decision_log SET allowed = :a, prev_hash = "
+                                        ":p, hash = :h WHERE seq = :s"),
+                                   {"a": record["allowed"], "p": record["prev_hash"],
+                                    "h": record["hash"], "s": record["seq"]})
+            await conn.execute(text("UPDATE chain_head SET hash = :h WHERE id = 1"),
+                               {"h": forged[-1]["hash"]})
+            await conn.execute(text("DELETE FROM log_checkpoints"))
+    finally:
+        await engine.dispose()
+
+
+def test_checkpoints_catch_a_rewritten_history(database_url, tmp_path):
+    key_file = tmp_path / "log.key"
+    public = _run("keys", "signing-key", "new", str(key_file), "--origin", "toolgate.test/log")
+    assert public.returncode == 0, public.stderr
+    verifier_key = public.stdout.strip()
+    store = tmp_path / "witness"
+    service = Service(database_url, str(key_file), tmp_path)
+    try:
+        auditor = httpx.post(service.url + "/v1/keys", json={"name": "witness", "projects": None,
+                                                              "role": "auditor"},
+                             headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30)
+        token = auditor.json()["key"]
+        assert service.get("/v1/audit/public-key").json()["verifier_key"] == verifier_key
+        service.decide(12)
+        point = service.signed_head()
+        (tmp_path / "checkpoint.json").write_text(orjson.dumps(point).decode())
+        (tmp_path / "checkpoint.note").write_text(point["note"])
+        records = [orjson.loads(line) for line in service.get("/v1/audit/export").text
+                   .splitlines()]
+        witnessed = _witness(service, verifier_key, store, token)
+        assert witnessed.returncode == 0, witnessed.stderr
+        service.decide(5)
+        second = service.signed_head()
+        extended = _witness(service, verifier_key, store, token)
+        assert extended.returncode == 0, extended.stderr
+        assert sorted(os.listdir(store))[-1] == f"{second['seq']:020d}.note"
+    finally:
+        service.stop()
+
+    export = tmp_path / "export.jsonl"
+    export.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    for saved in ("checkpoint.json", "checkpoint.note"):
+        honest = _run("audit", "verify", "--file", str(export), "--checkpoint",
+                      str(tmp_path / saved), "--public-key", verifier_key)
+        assert honest.returncode == 0, honest.stdout + honest.stderr
+        assert orjson.loads(honest.stdout)["checkpoint"]["holds"] is True
+    forged = _forged(records)
+    forged_file = tmp_path / "forged.jsonl"
+    forged_file.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in forged))
+    alone = _run("audit", "verify", "--file", str(forged_file))
+    assert alone.returncode == 0  # the chain alone cannot tell
+    against = _run("audit", "verify", "--file", str(forged_file), "--checkpoint",
+                   str(tmp_path / "checkpoint.note"), "--public-key", verifier_key)
+    assert against.returncode == 1
+    assert "history was rewritten" in orjson.loads(against.stdout)["first_bad"]["reason"]
+    other = _run("keys", "signing-key", "new", str(tmp_path / "other.key"),
+                 "--origin", "toolgate.test/log").stdout.strip()
+    wrong_key = _run("audit", "verify", "--file", str(export), "--checkpoint",
+                     str(tmp_path / "checkpoint.note"), "--public-key", other)
+    assert wrong_key.returncode == 1 and "does not verify" in wrong_key.stderr
+
+    # The database rewritten from a third of the way in, the service started on it again
+    # with the same key: it signs the forged chain, and the witness says fork.
+    whole = [orjson.loads(line) for line in _export_all(database_url)]
+    asyncio.run(_rewrite(database_url, _forged(whole)))
+    service = Service(database_url, str(key_file), tmp_path)
+    try:
+        assert service.get("/v1/audit/verify").json()["ok"] is True  # consistent again
+        service.decide(3)
+        third = service.signed_head()
+        forked = _witness(service, verifier_key, store, token)
+    finally:
+        service.stop()
+    assert forked.returncode == 1, forked.stdout + forked.stderr
+    lines = [line for line in forked.stderr.splitlines() if "FORK" in line]
+    assert len(lines) == 1
+    assert f"seq {second['seq']} head_hash {second['head_hash']}" in lines[0]
+    assert f"seq {third['seq']} head_hash {third['head_hash']}" in lines[0]
+
+
+def _export_all(database_url: str) -> list[bytes]:
+    """The stored log, read with the app's own export (no server running)."""
+    from app.config import Settings
+    from app.decisions import queries
+    from app.store.engine import make_engine, make_sessionmaker
+
+    async def run() -> list[bytes]:
+        engine = make_engine(Settings(database_url=database_url))
+        try:
+            return [orjson.dumps(r) async for r in
+                    queries.stream(make_sessionmaker(engine), None, None)]
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
