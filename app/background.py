@@ -43,9 +43,26 @@ class Background:
         await self.webhooks.close()
 
     async def run_once(self) -> None:
-        await self.approvals.sweep()
+        """Each job in turn; one that fails does not keep the others from running (a damaged
+        ledger row must not stop webhooks: issue 30). The first failure is raised after
+        all have run, for _run to log."""
+        failed: Exception | None = None
+        for job in self._jobs():
+            try:
+                await job()
+            except Exception as exc:  # noqa: BLE001 - logged by _run
+                failed = failed or exc
+        if failed is not None:
+            raise failed
+
+    def _jobs(self) -> list[Any]:
+        jobs: list[Any] = [self.approvals.sweep]
         if self.ledger is not None:
-            await self.ledger.sweep()  # lapsed holds charged as spent (SPEC §11)
+            jobs.append(self.ledger.sweep)  # lapsed holds charged as spent (SPEC §11)
+        jobs.append(self._webhooks)
+        return jobs
+
+    async def _webhooks(self) -> None:
         await self.webhooks.enqueue()
         while await self.webhooks.deliver_due():
             pass
