@@ -8,7 +8,7 @@ from dataclasses import replace
 from time import perf_counter, time_ns
 from typing import Any
 
-from app.approvals.binding import binding, digests
+from app.approvals.binding import binding, digests, with_approval
 from app.approvals.service import ApprovalService
 from app.auth.keys import Principal
 from app.auth.scope import require_plan, stateless_forbidden
@@ -184,12 +184,16 @@ async def decide_held(request: AuthorizeIn | AuthorizeWire, lock: PlanLock,
     bound = binding(tool, context, request.tool.safety_category)
     request_sha256, args_sha256 = digests(bound)
     if request_sha256 is None:  # RFC 8785 cannot hold it: no approval can ever match
-        return _with_approval(response, record, {"state": "unbindable"})
+        return with_approval(response, record, {"state": "unbindable"})
     grants = await approvals.usable_grants(lock.plan_id, request_sha256)
+    # As if granted: only a call that a grant would let through asks a person (SPEC §17).
+    granted, granted_record = decide_with(request, lock, registry=registry, masked=masked,
+                                          caller=caller, started=started,
+                                          approval="granted", known=known)
+    if not grants and not granted["allowed"]:
+        return with_approval(response, record, {"state": "not_requested",
+                                                "would_fail": granted_record["code"]})
     if grants:
-        granted, granted_record = decide_with(request, lock, registry=registry, masked=masked,
-                                              caller=caller, started=started,
-                                              approval="granted", known=known)
         if not granted["allowed"]:
             return granted, granted_record  # a later check fails: no use is taken
         decision_id = granted["decision_id"]
@@ -209,27 +213,7 @@ async def decide_held(request: AuthorizeIn | AuthorizeWire, lock: PlanLock,
         tool=tool.name, request=shown, request_sha256=request_sha256,
         args_sha256=args_sha256, caller=caller,
         principal_name=principal.principal_name or principal.key_id)
-    return _with_approval(response, record, details)
-
-
-def _with_approval(response: dict[str, Any], record: dict[str, Any],
-                   details: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    deny = response["deny"]
-    deny["details"] = {**deny["details"], "approval": details}
-    state = details.get("state")
-    if state == "rejected":
-        deny["message"] += f"; approval {details['approval_id']} was rejected" + (
-            f": {details['reason']}" if details.get("reason") else "")
-    elif state == "pending":
-        deny["message"] += f"; approval {details.get('approval_id')} is pending"
-    elif state == "too_many_pending":
-        deny["message"] += "; this plan has too many pending approvals, none was created"
-    elif state == "unbindable":
-        deny["message"] += ("; its arguments hold a number RFC 8785 cannot represent "
-                            "exactly, so no approval can match it")
-    record["detail"]["deny_details"] = deny["details"]
-    record["detail"]["message"] = deny["message"]
-    return response, record
+    return with_approval(response, record, details)
 
 
 async def decide(

@@ -9,7 +9,6 @@ from typing import Any
 
 import rfc8785
 
-
 _EXACT = 2 ** 53  # rfc8785 takes integers up to 2^53 - 1 (JavaScript's safe integers)
 
 
