@@ -51,12 +51,14 @@ class Authorizer:
         return (lock is not None and self.ledger is not None
                 and needs_ledger(lock.safety, request.context.step_id))
 
-    def held(self, lock: PlanLock | None) -> bool:
-        """Whether check 6 of this plan asks the service's approvals (SPEC §10): its
-        profile requires human approval and its project's approval_mode is server. Only
-        those decisions leave the memory-only path."""
-        return (lock is not None and lock.safety.require_human_approval
-                and self.approvals is not None
+    def held(self, lock: PlanLock | None, request: AuthorizeIn | AuthorizeWire) -> bool:
+        """Whether check 6 of this call asks the service's approvals (SPEC §10): its plan's
+        profile, or the tool's registry entry (SPEC §17), requires human approval and its
+        project's approval_mode is server. Only those decisions leave the memory-only
+        path."""
+        return (lock is not None and self.approvals is not None
+                and (lock.safety.require_human_approval
+                     or self.registry.requires_approval(request.tool.name))
                 and self.registry.project(lock.project).approval_mode == "server")
 
     def _in_memory(self, request: AuthorizeIn | AuthorizeWire,
@@ -78,7 +80,7 @@ class Authorizer:
         awaiting if at all (SQLite; the scope check included, which raises as in `decide`);
         None otherwise. Awaits nothing."""
         ready, lock = self._in_memory(request, principal)
-        if not ready or self.held(lock):
+        if not ready or self.held(lock, request):
             return None
         known = None
         if self.metered(lock, request):
@@ -108,7 +110,7 @@ class Authorizer:
             assert lock is not None
             return await self.decide_metered(request, lock, principal, caller=caller,
                                              started=started)
-        if self.held(lock):
+        if self.held(lock, request):
             assert lock is not None and self.approvals is not None
             decided = await decide_held(request, lock, principal, approvals=self.approvals,
                                         registry=self.registry, masked=self.masked,
@@ -138,7 +140,7 @@ class Authorizer:
         for _ in range(5):
             known = await self.ledger.known(plan_id=lock.plan_id, project=lock.project,
                                             step_id=ctx.step_id)
-            if self.held(lock):
+            if self.held(lock, request):
                 assert self.approvals is not None
                 decided = await decide_held(
                     request, lock, principal, approvals=self.approvals,
@@ -271,7 +273,9 @@ def decide_with(
     registered = registry.get(request.tool.name)
     context = request.core_context(plan_id=label, stored_read_only=stored_read_only)
     effective: dict[str, Any] | None = None
-    if (lock is not None and profile is not None and profile.require_human_approval
+    if (lock is not None and profile is not None
+            and (profile.require_human_approval
+                 or (registered is not None and registered.requires_approval))
             and registry.project(project).approval_mode == "server"):
         context.approval = approval or "absent"  # the agent's own flag is not evidence
         effective = {"approval": context.approval}
@@ -400,6 +404,8 @@ def _detail(request: AuthorizeIn | AuthorizeWire, tool: Tool, *,
         "message": deny.message if deny else None,
         "deny_details": deny.details if deny else None,
     }
+    if tool.requires_approval:  # only then: older records stay as they were
+        detail["tool"]["requires_approval"] = True
     if args is not tool.args:
         # Masked arguments cannot be digested later: an outcome's args_sha256 (SPEC §11) is
         # compared with this digest of what was allowed.
