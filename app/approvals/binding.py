@@ -32,3 +32,28 @@ def digests(bound: dict[str, Any]) -> tuple[str | None, str | None]:
     """(request_sha256, args_sha256); None where RFC 8785 cannot represent the value exactly
     (an integer beyond 2^53): such a request never matches an approval."""
     return canonical_sha256(bound), canonical_sha256(bound["args"])
+
+
+def with_approval(response: dict[str, Any], record: dict[str, Any],
+                  details: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A human_approval_required deny (and its record) with `details.approval` and the
+    sentence its state adds to the message."""
+    deny = response["deny"]
+    deny["details"] = {**deny["details"], "approval": details}
+    state = details.get("state")
+    if state == "rejected":
+        deny["message"] += f"; approval {details['approval_id']} was rejected" + (
+            f": {details['reason']}" if details.get("reason") else "")
+    elif state == "pending":
+        deny["message"] += f"; approval {details.get('approval_id')} is pending"
+    elif state == "too_many_pending":
+        deny["message"] += "; this plan has too many pending approvals, none was created"
+    elif state == "unbindable":
+        deny["message"] += ("; its arguments hold a number RFC 8785 cannot represent "
+                            "exactly, so no approval can match it")
+    elif state == "not_requested":
+        deny["message"] += ("; no approval was requested: even granted, the call would be "
+                            f"denied {details['would_fail']}")
+    record["detail"]["deny_details"] = deny["details"]
+    record["detail"]["message"] = deny["message"]
+    return response, record

@@ -55,6 +55,8 @@ def record_detail(request: AuthorizeIn | AuthorizeWire, tool: Tool, *,
         "message": deny.message if deny else None,
         "deny_details": deny.details if deny else None,
     }
+    if tool.requires_approval:  # only then: older records stay as they were
+        detail["tool"]["requires_approval"] = True
     if args is not tool.args:
         # Masked arguments cannot be digested later: an outcome's args_sha256 (SPEC §11) is
         # compared with this digest of what was allowed.

@@ -8,7 +8,7 @@ from dataclasses import replace
 from time import perf_counter, time_ns
 from typing import Any
 
-from app.approvals.binding import binding, digests
+from app.approvals.binding import binding, digests, with_approval
 from app.approvals.service import ApprovalService
 from app.auth.keys import Principal
 from app.auth.scope import require_plan, stateless_forbidden
@@ -54,12 +54,14 @@ class Authorizer:
                     (shadow := self.registry.shadows.get(lock.project)) is not None
                     and needs_ledger(shadow.safety, None))))
 
-    def held(self, lock: PlanLock | None) -> bool:
-        """Whether check 6 of this plan asks the service's approvals (SPEC §10): its
-        profile requires human approval and its project's approval_mode is server. Only
-        those decisions leave the memory-only path."""
-        return (lock is not None and lock.safety.require_human_approval
-                and self.approvals is not None
+    def held(self, lock: PlanLock | None, request: AuthorizeIn | AuthorizeWire) -> bool:
+        """Whether check 6 of this call asks the service's approvals (SPEC §10): its plan's
+        profile, or the tool's registry entry (SPEC §17), requires human approval and its
+        project's approval_mode is server. Only those decisions leave the memory-only
+        path."""
+        return (lock is not None and self.approvals is not None
+                and (lock.safety.require_human_approval
+                     or self.registry.requires_approval(request.tool.name))
                 and self.registry.project(lock.project).approval_mode == "server")
 
     def _in_memory(self, request: AuthorizeIn | AuthorizeWire,
@@ -81,7 +83,7 @@ class Authorizer:
         awaiting if at all (SQLite; the scope check included, which raises as in `decide`);
         None otherwise. Awaits nothing."""
         ready, lock = self._in_memory(request, principal)
-        if not ready or self.held(lock):
+        if not ready or self.held(lock, request):
             return None
         known = None
         if self.metered(lock, request):
@@ -112,7 +114,7 @@ class Authorizer:
             assert lock is not None
             return await self.decide_metered(request, lock, principal, caller=caller,
                                              started=started)
-        if self.held(lock):
+        if self.held(lock, request):
             assert lock is not None and self.approvals is not None
             decided = await decide_held(request, lock, principal, approvals=self.approvals,
                                         registry=self.registry, masked=self.masked,
@@ -142,7 +144,7 @@ class Authorizer:
         for _ in range(5):
             known = await self.ledger.known(plan_id=lock.plan_id, project=lock.project,
                                             step_id=ctx.step_id)
-            if self.held(lock):
+            if self.held(lock, request):
                 assert self.approvals is not None
                 decided = await decide_held(
                     request, lock, principal, approvals=self.approvals,
@@ -188,12 +190,16 @@ async def decide_held(request: AuthorizeIn | AuthorizeWire, lock: PlanLock,
     bound = binding(tool, context, request.tool.safety_category)
     request_sha256, args_sha256 = digests(bound)
     if request_sha256 is None:  # RFC 8785 cannot hold it: no approval can ever match
-        return _with_approval(response, record, {"state": "unbindable"})
+        return with_approval(response, record, {"state": "unbindable"})
     grants = await approvals.usable_grants(lock.plan_id, request_sha256)
+    # As if granted: only a call that a grant would let through asks a person (SPEC §17).
+    granted, granted_record = decide_with(request, lock, registry=registry, masked=masked,
+                                          caller=caller, started=started,
+                                          approval="granted", known=known)
+    if not grants and not granted["allowed"]:
+        return with_approval(response, record, {"state": "not_requested",
+                                                "would_fail": granted_record["code"]})
     if grants:
-        granted, granted_record = decide_with(request, lock, registry=registry, masked=masked,
-                                              caller=caller, started=started,
-                                              approval="granted", known=known)
         if not granted["allowed"]:
             return granted, granted_record  # a later check fails: no use is taken
         decision_id = granted["decision_id"]
@@ -213,27 +219,7 @@ async def decide_held(request: AuthorizeIn | AuthorizeWire, lock: PlanLock,
         tool=tool.name, request=shown, request_sha256=request_sha256,
         args_sha256=args_sha256, caller=caller,
         principal_name=principal.principal_name or principal.key_id)
-    return _with_approval(response, record, details)
-
-
-def _with_approval(response: dict[str, Any], record: dict[str, Any],
-                   details: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    deny = response["deny"]
-    deny["details"] = {**deny["details"], "approval": details}
-    state = details.get("state")
-    if state == "rejected":
-        deny["message"] += f"; approval {details['approval_id']} was rejected" + (
-            f": {details['reason']}" if details.get("reason") else "")
-    elif state == "pending":
-        deny["message"] += f"; approval {details.get('approval_id')} is pending"
-    elif state == "too_many_pending":
-        deny["message"] += "; this plan has too many pending approvals, none was created"
-    elif state == "unbindable":
-        deny["message"] += ("; its arguments hold a number RFC 8785 cannot represent "
-                            "exactly, so no approval can match it")
-    record["detail"]["deny_details"] = deny["details"]
-    record["detail"]["message"] = deny["message"]
-    return response, record
+    return with_approval(response, record, details)
 
 
 async def decide(
@@ -291,7 +277,9 @@ def decide_with(
     registered = registry.get(request.tool.name)
     context = request.core_context(plan_id=label, stored_read_only=stored_read_only)
     effective: dict[str, Any] | None = None
-    if (lock is not None and profile is not None and profile.require_human_approval
+    if (lock is not None and profile is not None
+            and (profile.require_human_approval
+                 or (registered is not None and registered.requires_approval))
             and registry.project(project).approval_mode == "server"):
         context.approval = approval or "absent"  # the agent's own flag is not evidence
         effective = {"approval": context.approval}

@@ -31,26 +31,30 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import msgspec
+import orjson
 from pydantic import ValidationError
 
 from app.authorize.schemas import MAX_PATH_ARGS, AuthorizeIn, core_context, core_tool
 from app.edge import freeform
+from app.edge.jsonkeys import counts_agree
 from app.kit.schemas import NAME_PATTERN
 from app.policy.model import Context, RegisteredTool, Tool
 from app.policy.paths import root_refusal
-from app.policy.profiles import SafetyProfile
+from app.policy.profiles import MAX_COST, SafetyProfile
 
 # Python's `$` also matches before a final newline; pydantic's (Rust) regex does not.
 Name = Annotated[str, msgspec.Meta(pattern=NAME_PATTERN.removesuffix("$") + r"\Z")]
-Cost = Annotated[float, msgspec.Meta(ge=0)]  # orjson never yields inf or nan
+# orjson never yields inf or nan; MAX_COST as in AuthorizeIn (docs/ledger.md)
+Cost = Annotated[float, msgspec.Meta(ge=0, le=MAX_COST)]
 
 
 def _max(length: int) -> Any:
     return msgspec.Meta(max_length=length)
 
 
-class _Strict(msgspec.Struct, forbid_unknown_fields=True):
-    pass
+class _Strict(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """omit_defaults: encoded again, a decoded body holds only members it was sent, which
+    is what the duplicate-key proof counts (app/edge/jsonkeys.py)."""
 
 
 class CapabilityWire(_Strict):
@@ -70,7 +74,7 @@ class ToolWire(_Strict):
                          _max(MAX_PATH_ARGS)] = []
 
 
-class ContextWire(_Strict):
+class ContextWire(_Strict, frozen=True):  # frozen: one shared default instance
     plan_id: Name | None = None
     sandbox_id: Annotated[str, _max(200)] | None = None
     sandbox_root: Annotated[str, _max(4096)] | None = None
@@ -87,6 +91,9 @@ class ContextWire(_Strict):
     estimated_cost: Cost | None = None
 
 
+_NO_CONTEXT = ContextWire()
+
+
 class AuthorizeWire(_Strict):
     """What decide() reads of an authorize request; AuthorizeIn has the same attributes."""
 
@@ -97,7 +104,8 @@ class AuthorizeWire(_Strict):
     safety_profile: Any = None
     layer: Literal["runtime", "skill", "changeset"] = "runtime"
     explain: bool = False
-    context: ContextWire = msgspec.field(default_factory=ContextWire)
+    # A default value, not a factory: omitted when encoded again, as absent.
+    context: ContextWire = _NO_CONTEXT
 
     def core_context(self, *, plan_id: str | None, stored_read_only: bool) -> Context:
         return core_context(self, plan_id=plan_id, stored_read_only=stored_read_only)
@@ -139,6 +147,19 @@ def decode_authorize(data: Any) -> AuthorizeWire | AuthorizeIn:
 
 
 _DECODER = msgspec.json.Decoder(AuthorizeWire, strict=True)
+_ENCODER = msgspec.json.Encoder()
+
+
+def _no_duplicate_key(raw: bytes, wire: AuthorizeWire) -> bool:
+    """Whether `raw` provably names no key twice in one object (app/edge/jsonkeys.py): the
+    decoded Struct encoded again (only the members it was sent: omit_defaults) has as
+    many colons as the text. Where a member sent with its default value makes the Struct
+    count short, the same count on the plain decoding. False: the other way looks closely
+    and names the key."""
+    # orjson for the plain one: faster both ways, and the text has no number past 64 bits
+    # (the caller left those to the other way already).
+    return (counts_agree(raw, _ENCODER.encode(wire))
+            or counts_agree(raw, orjson.dumps(orjson.loads(raw))))
 # 19 digits in a row: a number that may be past 64 bits, where orjson and msgspec part ways
 # (digits inside strings match too, and merely take the other way). Found by mapping every
 # digit to "0" and anything else to " ", then one substring search: 0.5 µs, where a regex
@@ -157,7 +178,7 @@ def decode_authorize_json(raw: bytes) -> AuthorizeWire | None:
         return None
     try:
         wire = _DECODER.decode(raw)
-        if _refused_root(wire):
+        if not _no_duplicate_key(raw, wire) or _refused_root(wire):
             return None
         if wire.safety_profile is not None:
             if wire.plan_id is not None:

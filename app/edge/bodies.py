@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import orjson
 
 from app.edge.errors import InvalidInput
+from app.edge.jsonkeys import refuse_duplicates
 
 T = TypeVar("T")
 ItemParser = Callable[[Any, str], T]
@@ -45,6 +46,7 @@ def _from_jsonl(text: str, item: ItemParser[T]) -> list[tuple[int, T]]:
             raise bad(f"line {number}", f"line {number} is not valid JSON ({exc})",
                       "json_invalid", line=number) from None
         try:
+            refuse_duplicates(line, value)
             out.append((number, item(value, f"line {number}")))
         except InvalidInput as exc:
             exc.details["line"] = number
@@ -67,6 +69,7 @@ def parse_items(body: bytes, content_type: str, *, key: str,
         except orjson.JSONDecodeError as exc:
             raise bad("body", f"not valid JSON ({exc})", "json_invalid",
                       code="invalid_json") from None
+        refuse_duplicates(body, data)
         items = _from_json(data, key, item)
         if items is None:
             raise bad("body", f"expected a JSON list or {{\"{key}\": [...]}}", "model_type")
@@ -74,9 +77,12 @@ def parse_items(body: bytes, content_type: str, *, key: str,
         # JSONL (the JSONL types, or any other type such as curl's form default), unless the
         # whole body is a JSON list or {key: [...]}: no JSONL file is either.
         try:
-            items = _from_json(orjson.loads(body), key, item)
+            data = orjson.loads(body)
         except orjson.JSONDecodeError:
             items = None
+        else:
+            refuse_duplicates(body, data)
+            items = _from_json(data, key, item)
         if items is None:
             items = _from_jsonl(text, item)
     if not items:

@@ -8,6 +8,7 @@ import orjson
 
 from app.edge.errors import InvalidJSON, PayloadTooLarge
 from app.edge.handlers import envelope
+from app.edge.jsonkeys import refuse_duplicates
 
 
 async def read_body(scope: dict, receive: Any, limit: int) -> bytes | None:
@@ -85,6 +86,8 @@ def strict_json(raw: bytes) -> Any:
     """The body parsed by orjson: strict RFC 8259 (NaN and Infinity are invalid JSON);
     InvalidJSON (422 invalid_json) when it is not JSON at all. An empty body is None."""
     try:
-        return orjson.loads(raw) if raw else None
+        data = orjson.loads(raw) if raw else None
     except orjson.JSONDecodeError as exc:
         raise InvalidJSON(f"body is not valid JSON: {exc.msg}") from None
+    refuse_duplicates(raw, data)  # 422 naming a key an object names twice (SPEC §17)
+    return data

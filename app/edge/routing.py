@@ -12,6 +12,8 @@ import orjson
 from fastapi import Request
 from fastapi.routing import APIRoute
 
+from app.edge.jsonkeys import refuse_duplicates
+
 
 class JSONRequest(Request):
     """Parses bodies with orjson: strict RFC 8259 (NaN and Infinity are invalid JSON), and
@@ -21,6 +23,18 @@ class JSONRequest(Request):
         if not hasattr(self, "_json"):
             self._json = orjson.loads(await self.body())
         return self._json
+
+    async def refuse_duplicate_keys(self) -> None:
+        """422 naming a key that one object of the body names twice (SPEC §17), raised
+        here rather than from json(), where FastAPI would turn it into a 400. A body that
+        is not JSON is left to FastAPI's parse (422 invalid_json)."""
+        raw = await self.body()
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return
+        refuse_duplicates(raw, data)
+        self._json = data
 
 
 class BatchRequest(JSONRequest):
@@ -47,6 +61,7 @@ class JSONRoute(APIRoute):
             request = request_class(scope, request.receive)
             if scope["method"] not in ("GET", "HEAD", "DELETE"):
                 await request.app.state.authenticate_early(request)
+                await request.refuse_duplicate_keys()
             return await handler(request)
 
         return route

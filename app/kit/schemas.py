@@ -21,12 +21,14 @@ from pydantic import (
     field_validator,
 )
 
+from app.policy.profiles import MAX_COST
+
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$"
 PROFILE_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 ProfileName = Annotated[str, StringConstraints(pattern=PROFILE_NAME_PATTERN)]
-Cost = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Cost = Annotated[float, Field(ge=0, le=MAX_COST, allow_inf_nan=False)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 
 

@@ -35,9 +35,11 @@ from app.store.engine import CLIENT_GRACE_SECONDS
 from app.store.raw import asyncpg_reader, sqlite_file, sqlite_reader
 
 # The plan's spent + held, the project's, and the step's failed attempts (NULL: no row, or
-# no step named). Tables and columns: app/ledger/tables.py.
-KNOWN_SQL = ("SELECT (SELECT spent + held FROM ledger_plans WHERE plan_id = $1), "
-             "(SELECT spent + held FROM ledger_projects WHERE project = $2), "
+# no step named). A row whose sum is NULL (SQLite stores NaN as NULL) reads as infinity,
+# never as "no row": Ledger.known refuses a total that is not finite (docs/ledger.md).
+# Tables and columns: app/ledger/tables.py.
+KNOWN_SQL = ("SELECT (SELECT ifnull(spent + held, 9e999) FROM ledger_plans WHERE plan_id = $1), "
+             "(SELECT ifnull(spent + held, 9e999) FROM ledger_projects WHERE project = $2), "
              "(SELECT failures FROM ledger_steps WHERE plan_id = $1 AND step_id = $3)")
 
 Totals = tuple[float | None, float | None, int | None]
@@ -80,8 +82,11 @@ class SQLiteKnown:
 
 
 # The same totals for many keys in one statement (PostgresKnown batches concurrent reads).
-BATCH_SQL = ("SELECT (SELECT spent + held FROM ledger_plans WHERE plan_id = k.p), "
-             "(SELECT spent + held FROM ledger_projects WHERE project = k.j), "
+# As KNOWN_SQL (an overflowing sum raises on Postgres: the read fails, 503).
+BATCH_SQL = ("SELECT (SELECT coalesce(spent + held, 'Infinity') FROM ledger_plans "
+             "WHERE plan_id = k.p), "
+             "(SELECT coalesce(spent + held, 'Infinity') FROM ledger_projects "
+             "WHERE project = k.j), "
              "(SELECT failures FROM ledger_steps WHERE plan_id = k.p AND step_id = k.s) "
              "FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS k(p, j, s, n) "
              "ORDER BY k.n")

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, StringConstraints
 
-from app.kit.schemas import INTEGRAL, Cost, Strict
+from app.kit.schemas import INTEGRAL, MAX_COST, Cost, Strict
 
 Status = Literal["succeeded", "activation_failed", "execution_failed", "deactivation_failed"]
 Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{64}$")]
@@ -67,7 +67,7 @@ class OutcomeBatchOut(BaseModel):
 
 
 class CreditIn(Strict):
-    amount: Annotated[float, Field(gt=0, allow_inf_nan=False)]
+    amount: Annotated[float, Field(gt=0, le=MAX_COST, allow_inf_nan=False)]
     reason: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
 
 

@@ -10,21 +10,25 @@ are under the limit: they pass it by at most one call's estimate."""
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.edge.errors import Unavailable
 from app.ledger.reader import PostgresKnown, SQLiteKnown
 from app.ledger.tables import Hold, Outcome, PlanLedger, ProjectLedger, StepLedger, outcome_out
 from app.store.base import utcnow
 from app.store.engine import WRITE_OPTION
 
+log = logging.getLogger("toolgate.ledger")
 NO_PROJECT = ""  # the project ledger of plans in no project
 ERROR_CLASSES = {"activation_failed": "ToolActivationError",
                  "execution_failed": "ToolExecutionError",
@@ -66,6 +70,24 @@ class Reservation:
 
 class _Refused(Exception):
     """A hold's conditional update matched no row: roll the transaction back."""
+
+
+def _known(plan_id: str, project: str | None, plan: float | None, total: float | None,
+           failures: int | None) -> Known:
+    """Known from a read's totals (None: no row yet, nothing spent). A total that is not a
+    finite number (a row damaged before costs were bounded, or written by hand) is refused:
+    503, never read as 0 or as "no limit reached" (docs/ledger.md, "Bounds")."""
+    for name, value in (("plan", plan), ("project", total)):
+        if value is not None and not math.isfinite(value):
+            raise ledger_invalid(name, plan_id if name == "plan" else project or NO_PROJECT)
+    return Known(plan=plan or 0.0, project=total or 0.0, step_failures=failures)
+
+
+def ledger_invalid(kind: str, name: str) -> Unavailable:
+    return Unavailable(
+        f"the {kind} ledger of '{name}' holds a total that is not a finite number; no "
+        "metered decision is made on it until an operator repairs it (docs/ledger.md)",
+        code="ledger_invalid", ledger=kind, name=name)
 
 
 def needs_ledger(profile: Any, step_id: str | None) -> bool:
@@ -128,8 +150,8 @@ class Ledger:
         if not isinstance(self.reader, SQLiteKnown):
             return None
         plan, total, failures = self.reader.read_now(plan_id, project or NO_PROJECT, step_id)
-        return Known(plan=plan or 0.0, project=total or 0.0,
-                     step_failures=None if step_id is None else failures or 0)
+        return _known(plan_id, project, plan, total,
+                      None if step_id is None else failures or 0)
 
     async def known(self, *, plan_id: str, project: str | None,
                     step_id: str | None) -> Known:
@@ -138,14 +160,15 @@ class Ledger:
         if self.reader is not None:
             plan, total, failures = await self.reader.read(plan_id, project or NO_PROJECT,
                                                            step_id)
-            return Known(plan=plan or 0.0, project=total or 0.0,
-                         step_failures=None if step_id is None else failures or 0)
+            return _known(plan_id, project, plan, total,
+                          None if step_id is None else failures or 0)
         async with self.sessions() as session:
+            # NULL sums read as infinity, as in reader.KNOWN_SQL: refused, never 0.
             plan = (await session.execute(
-                select(PlanLedger.spent + PlanLedger.held)
+                select(func.coalesce(PlanLedger.spent + PlanLedger.held, math.inf))
                 .where(PlanLedger.plan_id == plan_id))).scalar()
             total = (await session.execute(
-                select(ProjectLedger.spent + ProjectLedger.held)
+                select(func.coalesce(ProjectLedger.spent + ProjectLedger.held, math.inf))
                 .where(ProjectLedger.project == (project or NO_PROJECT)))).scalar()
             failures = None
             if step_id is not None:
@@ -153,7 +176,7 @@ class Ledger:
                     select(StepLedger.failures).where(StepLedger.plan_id == plan_id,
                                                       StepLedger.step_id == step_id)
                 )).scalar() or 0
-        return Known(plan=plan or 0.0, project=total or 0.0, step_failures=failures)
+        return _known(plan_id, project, plan, total, failures)
 
     async def hold(self, *, decision_id: str, plan_id: str, project: str | None,
                    amount: float, plan_limit: float | None,
@@ -229,29 +252,43 @@ class Ledger:
 
     async def sweep(self, *, limit: int = 100) -> int:
         """Charge holds unreported past their time as spent (spend + holds stay the same,
-        so no decision changes). Conditional per hold: one charge whichever replica."""
+        so no decision changes). Conditional per hold: one charge whichever replica. Each
+        hold in its own transaction: one that cannot be charged (its ledger row is damaged,
+        docs/ledger.md "Bounds") is logged and put back a hold period, and the others, and
+        every other background job, go on."""
         now = utcnow()
         async with self.sessions() as session:
             due = list((await session.execute(
                 select(Hold.decision_id).where(Hold.state == "held", Hold.expires_at <= now)
                 .order_by(Hold.expires_at).limit(limit))).scalars())
-        if not due:
-            return 0
         charged = 0
+        for decision_id in due:
+            try:
+                charged += await self._charge(decision_id)
+            except Exception as failed:  # noqa: BLE001 - one row must not stop the rest
+                log.warning("could not charge the lapsed hold of decision %s: %s",
+                            decision_id, failed)
+                async with self.sessions() as session, session.begin():
+                    await session.connection(execution_options={WRITE_OPTION: True})
+                    await session.execute(
+                        update(Hold).where(Hold.decision_id == decision_id,
+                                           Hold.state == "held")
+                        .values(expires_at=utcnow() + self.hold_for))
+        return charged
+
+    async def _charge(self, decision_id: str) -> int:
         async with self.sessions() as session, session.begin():
             await session.connection(execution_options={WRITE_OPTION: True})
-            for decision_id in due:
-                changed = await session.execute(
-                    update(Hold).where(Hold.decision_id == decision_id, Hold.state == "held")
-                    .values(state="charged"))
-                if changed.rowcount != 1:
-                    continue
-                hold = await session.get(Hold, decision_id, populate_existing=True)
-                assert hold is not None
-                await _add(session, hold.plan_id, hold.project, spent=hold.amount,
-                           held=-hold.amount)
-                charged += 1
-        return charged
+            changed = await session.execute(
+                update(Hold).where(Hold.decision_id == decision_id, Hold.state == "held")
+                .values(state="charged"))
+            if changed.rowcount != 1:
+                return 0
+            hold = await session.get(Hold, decision_id, populate_existing=True)
+            assert hold is not None
+            await _add(session, hold.plan_id, hold.project, spent=hold.amount,
+                       held=-hold.amount)
+        return 1
 
     # --- credit --------------------------------------------------------------------------
 
@@ -277,19 +314,28 @@ async def plan_ledger(session: AsyncSession, plan_id: str) -> dict[str, Any]:
     steps = (await session.execute(
         select(StepLedger.step_id, StepLedger.failures)
         .where(StepLedger.plan_id == plan_id).order_by(StepLedger.step_id))).all()
-    return {"spent": _num(row.spent if row else 0.0), "held": _num(row.held if row else 0.0),
+    spent, held = _totals(row, "plan", plan_id)
+    return {"spent": spent, "held": held,
             "steps": {step: {"failures": n} for step, n in steps}}
 
 
 async def project_ledger(session: AsyncSession, project: str) -> dict[str, Any]:
     row = await session.get(ProjectLedger, project, populate_existing=True)
-    return {"project": project, "spent": _num(row.spent if row else 0.0),
-            "held": _num(row.held if row else 0.0)}
+    spent, held = _totals(row, "project", project)
+    return {"project": project, "spent": spent, "held": held}
 
 
-def _num(value: float) -> float:
+def _totals(row: PlanLedger | ProjectLedger | None, kind: str, name: str
+            ) -> tuple[float, float]:
+    """(spent, held) as shown. Never null or infinite: a damaged row (docs/ledger.md
+    "Bounds"), one whose sum a decision could not read either, is 503 as that decision is."""
+    if row is None:
+        return 0.0, 0.0
+    spent, held = row.spent, row.held
+    if spent is None or held is None or not math.isfinite(spent + held):
+        raise ledger_invalid(kind, name)
     # Sums of floats leave residue (0.1 + 0.2 - 0.3); a ledger shows cents, not that.
-    return round(value, 9) + 0.0
+    return round(spent, 9) + 0.0, round(held, 9) + 0.0
 
 
 async def outcomes_of(session: AsyncSession, decision_ids: list[str], *,

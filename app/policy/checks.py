@@ -127,8 +127,8 @@ def check_sandbox(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Ou
 def check_human_approval(tool: Tool, ctx: Context, profile: SafetyProfile | None) -> Outcome:
     if profile is None:
         return NO_PROFILE
-    if not profile.require_human_approval:
-        return "pass", "the safety profile does not require human approval"
+    if not (profile.require_human_approval or tool.requires_approval):
+        return "pass", "neither the safety profile nor the registry requires human approval"
     if ctx.approval is not None:  # server mode: the agent's own flag is not evidence
         if ctx.approval == "granted":
             return "pass", "a granted approval held by the service matches this request"

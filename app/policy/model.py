@@ -52,6 +52,8 @@ class RegisteredTool:
     destructive: bool = False
     skill_category: str | None = None
     path_args: tuple[str, ...] = ()
+    # "human_approval": "required" (SPEC §17): check 6 applies whatever the profile says.
+    requires_approval: bool = False
 
 
 @dataclass(slots=True)
@@ -67,6 +69,7 @@ class Tool:
     args: dict[str, Any] = field(default_factory=dict)
     path_args: tuple[str, ...] = ()
     registered: bool = False
+    requires_approval: bool = False  # the registry's "human_approval": "required"
 
 
 @dataclass(slots=True)

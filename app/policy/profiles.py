@@ -17,6 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 # No NUL characters: PostgreSQL cannot store them, and no category name needs one.
 CategoryName = Annotated[str, StringConstraints(min_length=1, max_length=200,
                                                 pattern=r"^[^\x00]+$")]
+# The largest cost, estimate, submitted total or credit toolgate books (SPEC §17,
+# docs/ledger.md): far above any real budget, and so far below a double's range (1.8e308)
+# that no sum of them a ledger can reach overflows. Cost limits are not bounded: a limit is
+# only compared, never added, and stored profiles with larger ones must keep loading.
+MAX_COST = 1e12
 Cost = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 

@@ -41,14 +41,16 @@ def effective_tool(
         or _category(metadata.get("tool_skill_category"))
     )
     # Tool(...) positionally, in its field order (name, writes, checkpointable, unsafe,
-    # destructive, skill_category, args, path_args, registered): once per decision.
+    # destructive, skill_category, args, path_args, registered, requires_approval): once
+    # per decision.
     if registered is not None:
         return Tool(name,
                     registered.writes or bool(cap.writes),
                     registered.checkpointable and cap.checkpointable is not False,
                     registered.unsafe or bool(cap.unsafe),
                     registered.destructive or destructive,
-                    category, args, _paths(registered.path_args, path_args), True)
+                    category, args, _paths(registered.path_args, path_args), True,
+                    registered.requires_approval)
     if cap.writes is None or (layer is Layer.RUNTIME
                               and (cap.checkpointable is None or cap.unsafe is None)):
         required = ("writes", "checkpointable", "unsafe") if layer is Layer.RUNTIME \

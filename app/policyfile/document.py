@@ -69,7 +69,9 @@ def _action(m: ActionIn) -> dict[str, Any]:
 
 def _tool(m: ToolDefIn) -> dict[str, Any]:
     return {"capability": m.capability.model_dump(), "safety_category": m.safety_category,
-            "skill_category": m.skill_category, "path_args": list(dict.fromkeys(m.path_args))}
+            "skill_category": m.skill_category, "path_args": list(dict.fromkeys(m.path_args)),
+            # Only when not the default: exports of files that never name it stay as they were.
+            **({"human_approval": m.human_approval} if m.human_approval != "profile" else {})}
 
 
 def _skill(m: SkillIn) -> dict[str, Any]:
@@ -167,7 +169,8 @@ class State:
 FIELDS = {"profiles": ("description", "safety"), "config": ("automation_profile",),
           "projects": ("automation_profile",),
           "actions": ("project", "read_only", "automation_profile", "safety_profile"),
-          "tools": ("capability", "safety_category", "skill_category", "path_args"),
+          "tools": ("capability", "safety_category", "skill_category", "path_args",
+                    "human_approval"),
           "skills": ("category", "unsafe_phrases"),
           "settings": tuple(DEFAULT_SETTINGS)}
 

@@ -105,6 +105,7 @@ async def put_tool(
     safety_category: str,
     skill_category: str | None,
     path_args: list[str],
+    human_approval: str = "profile",
 ) -> tuple[RegistryTool, bool, bool]:
     """Create or update `row` (what lock_tool returned); returns (tool, created, changed).
     An identical PUT changes nothing and leaves the registry version alone."""
@@ -112,6 +113,7 @@ async def put_tool(
         "writes": writes, "read_only": read_only, "checkpointable": checkpointable,
         "unsafe": unsafe, "safety_category": safety_category,
         "skill_category": skill_category, "path_args": path_args,
+        "human_approval": human_approval,
     }
     now = utcnow()
     if row is None:

@@ -55,6 +55,7 @@ def _tool(row: RegistryTool) -> dict[str, Any]:
         "safety_category": row.safety_category,
         "skill_category": row.skill_category,
         "path_args": row.path_args,
+        "human_approval": row.human_approval,
         "created_at": row.created_at,
         "updated_at": row.updated_at,
     }
@@ -74,6 +75,7 @@ async def put_tool(name: NameParam, body: ToolDefIn, session: Session, registry:
         checkpointable=cap.checkpointable, unsafe=cap.unsafe,
         safety_category=body.safety_category, skill_category=body.skill_category,
         path_args=list(dict.fromkeys(body.path_args)),
+        human_approval=body.human_approval,
     )
     if changed:
         registry.invalidate_on_commit(session)

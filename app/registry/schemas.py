@@ -15,6 +15,7 @@ from app.kit.schemas import Name, ProfileName, Stored, Strict
 from app.policy.screening import normalize_phrase, normalize_phrases
 
 SafetyCategory = Literal["safe", "destructive"]
+HumanApproval = Literal["required", "profile"]
 Category = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 ArgName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Phrase = Annotated[str, AfterValidator(normalize_phrase)]
@@ -46,6 +47,9 @@ class ToolDefIn(Stored):
     skill_category: Category | None = None
     # Arguments holding sandbox-sensitive paths (SPEC §5 "Sandbox paths").
     path_args: Annotated[list[ArgName], Field(max_length=100)] = Field(default_factory=list)
+    # "required": check 6 applies to this tool in every plan with a profile, even one that
+    # does not require approval (SPEC §17, docs/registry.md); "profile": as it says.
+    human_approval: HumanApproval = "profile"
 
 
 class ToolCapabilityOut(BaseModel):
@@ -61,6 +65,7 @@ class ToolOut(BaseModel):
     safety_category: SafetyCategory
     skill_category: str | None
     path_args: list[str]
+    human_approval: HumanApproval = "profile"
     created_at: datetime
     updated_at: datetime
 

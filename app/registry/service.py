@@ -90,6 +90,7 @@ def registered_tool(row: RegistryTool) -> RegisteredTool:
         destructive=row.safety_category == "destructive",
         skill_category=row.skill_category,
         path_args=tuple(row.path_args or ()),
+        requires_approval=row.human_approval == "required",
     )
 
 
@@ -140,6 +141,11 @@ class RegistryCache:
     def get(self, name: str) -> RegisteredTool | None:
         """The registry's word on a tool, from memory; call ensure_fresh first."""
         return self._tools.get(name)
+
+    def requires_approval(self, name: str) -> bool:
+        """Whether the tool's entry says "human_approval": "required" (SPEC §17)."""
+        registered = self._tools.get(name)
+        return registered is not None and registered.requires_approval
 
     def _age(self) -> float | None:
         return None if self._checked_at is None else self._clock() - self._checked_at

@@ -24,6 +24,10 @@ class RegistryTool(Base):
     safety_category: Mapped[str] = mapped_column(String(16))
     skill_category: Mapped[str | None] = mapped_column(String(200))
     path_args: Mapped[list] = mapped_column(Json)
+    # "required": check 6 applies to this tool in every plan (SPEC §17); "profile": as
+    # the plan's profile says.
+    human_approval: Mapped[str] = mapped_column(String(16), default="profile",
+                                                server_default="profile")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 

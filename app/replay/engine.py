@@ -125,7 +125,8 @@ def replay(detail: dict[str, Any], *, tool_name: str, plan_id: str | None,
             return _refused(tool_name, context, capability)
         tool = Tool(tool_name, recorded["writes"], recorded["checkpointable"],
                     recorded["unsafe"], recorded["destructive"], recorded["skill_category"],
-                    recorded["args"], tuple(recorded["path_args"]), recorded["registered"])
+                    recorded["args"], tuple(recorded["path_args"]), recorded["registered"],
+                    bool(recorded.get("requires_approval")))
     _check_masked(masked, tool, context, profile)
     if profile is None or not profile.allowed_skill_categories:
         result = evaluate(tool, context, profile, layer=layer)
@@ -215,5 +216,6 @@ def _check_masked(masked: dict[str, list[str]], tool: Tool, context: Context,
                            or masked.get("variables")):
         raise Unreplayable(MASKED)
     if ("human_approved" in masked.get("metadata", ()) and context.approval is None
-            and profile is not None and profile.require_human_approval):
+            and profile is not None
+            and (profile.require_human_approval or tool.requires_approval)):
         raise Unreplayable(MASKED)

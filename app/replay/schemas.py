@@ -44,7 +44,8 @@ class CandidateIn(Strict):
             checkpointable=body.capability.checkpointable, unsafe=body.capability.unsafe,
             read_only=body.capability.read_only,
             destructive=body.safety_category == "destructive",
-            skill_category=body.skill_category, path_args=tuple(body.path_args))
+            skill_category=body.skill_category, path_args=tuple(body.path_args),
+            requires_approval=body.human_approval == "required")
             for name, body in self.tools.items()}
 
 

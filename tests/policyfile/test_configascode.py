@@ -332,3 +332,24 @@ def test_apply_reads_settings_one_by_one_from_a_service_without_the_list() -> No
                                                   "shadow_profile": None}}
     (change,) = make_plan(policy, state).changes
     assert change.fields == (("deny_unregistered_tools", True, False),)
+
+
+TOOL_TEXT = """version: 1
+tools:
+  deploy:
+    capability: {writes: true, checkpointable: true, unsafe: false}
+    safety_category: safe
+    human_approval: %s
+"""
+
+
+def test_a_tool_may_require_human_approval() -> None:
+    """Issue 35 item 9: `human_approval: required` is part of a registry entry as code."""
+    required = load_policy(TOOL_TEXT % "required")
+    assert required.sections["tools"]["deploy"]["human_approval"] == "required"
+    # The default is not written out: a file that never names it is as it was.
+    assert "human_approval" not in load_policy(TOOL_TEXT % "profile").sections["tools"]["deploy"]
+    (change,) = make_plan(required, state_of(TOOL_TEXT % "profile")).changes
+    assert change.fields == (("human_approval", None, "required"),)
+    [(line, where, message)] = problems(TOOL_TEXT % "always")
+    assert (line, where) == (6, "tools.deploy.human_approval") and "required" in message
