@@ -101,6 +101,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/approval-stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** How many approvals wait for a person, and since when */
+        get: operations["approval_stats_v1_approval_stats_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/approvals": {
         parameters: {
             query?: never;
@@ -161,6 +178,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/approvals/{approval_id}/decision": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The denied call an approval was asked for, as the log holds it
+         * @description What an approver grants: the decision that created the approval (tool, arguments
+         *     and context as logged, masked; the deny's message), as `GET /v1/decisions/{id}` shows
+         *     it. 404 for an approval outside the key's projects, or once retention pruned the
+         *     decision.
+         */
+        get: operations["approval_decision_v1_approvals__approval_id__decision_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/approvals/{approval_id}/grant": {
         parameters: {
             query?: never;
@@ -198,6 +238,52 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/audit/checkpoint": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The latest signed checkpoint
+         * @description The newest checkpoint of the log's head: `note` is the signed note (C2SP
+         *     signed-note format), the other fields its content. `verifies` says whether its
+         *     signature and the stored log at its `seq` still hold (`problem` says why not): what
+         *     the operators' page shows. An auditor checks the note itself (`toolgate audit
+         *     verify --checkpoint`), with a verifier key obtained elsewhere. 404 when nothing is
+         *     signed (no TOOLGATE_LOG_SIGNING_KEY) or no checkpoint was taken yet.
+         */
+        get: operations["latest_checkpoint_v1_audit_checkpoint_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/audit/checkpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Signed checkpoints, oldest first
+         * @description `items` oldest first; `next_since` is the `since` of the next page (null on the
+         *     last). Checkpoints outlive a prune of their records.
+         */
+        get: operations["list_checkpoints_v1_audit_checkpoints_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/audit/export": {
         parameters: {
             query?: never;
@@ -207,6 +293,30 @@ export interface paths {
         };
         /** Every record of a range, streamed (JSONL or CSV) */
         get: operations["audit_export_v1_audit_export_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/audit/public-key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The checkpoints' verifier keys
+         * @description `verifier_key`: the key signing new checkpoints (`<origin>+<key id>+<base64>`, the
+         *     signed-note format's), null when nothing is signed now. `keys`: every key that signed
+         *     a stored checkpoint and the current one, each with the `first_seq` and `last_seq` it
+         *     signed (null for a key that has signed none yet): after a rotation a new key signs
+         *     from its first checkpoint on, and the old ones still verify the checkpoints before.
+         */
+        get: operations["public_key_v1_audit_public_key_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -250,9 +360,10 @@ export interface paths {
          * @description A deny is a successful decision (HTTP 200 with `allowed: false` and `deny`).
          *     The answer is sent only once the decision is recorded; otherwise 503.
          *
-         *     `toolgate serve` answers this route in app/authorize/hotpath.py, by the same steps
-         *     (Authorizer.decide); this route serves the OpenAPI document, any other ASGI server's
-         *     requests with TOOLGATE_FAST_PATH=false, and nothing else differs.
+         *     This route is the OpenAPI declaration of the pipeline (app/authorize/pipeline.py),
+         *     which `toolgate serve` runs from its transports ahead of FastAPI; it serves the
+         *     requests of TOOLGATE_FAST_PATH=false (and of any other ASGI server) through the same
+         *     pipeline, and nothing else differs.
          */
         post: operations["authorize_tool_v1_authorize_tool_post"];
         delete?: never;
@@ -390,6 +501,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/hooks/claude-code": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Claude Code's PreToolUse / PostToolUse hook, answered by toolgate
+         * @description `PreToolUse`: one decision (the same as `POST /v1/authorize-tool`), answered in
+         *     Claude Code's format: `permissionDecision` `allow`, `deny` (reason `<ErrorClass>
+         *     (<code>): <message> [decision <id>]`) or `ask` (human approval in client_flag mode).
+         *     `PostToolUse` / `PostToolUseFailure`: the outcome of the decision made for that
+         *     `tool_use_id`, answered `{}`. Anything that cannot be decided is answered deny, with
+         *     HTTP 200: Claude Code runs a call whose hook fails.
+         */
+        post: operations["claude_code_hook_v1_hooks_claude_code_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/keys": {
         parameters: {
             query?: never;
@@ -432,7 +568,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * The reported outcomes of up to 100 decisions (a page of the list)
+         * @description Keyed by decision id; decisions without a report (or outside the key's projects)
+         *     are left out. Each outcome as `GET /v1/decisions/{id}` shows it.
+         */
+        get: operations["outcomes_v1_outcomes_get"];
         put?: never;
         /**
          * Report up to 100 outcomes, answered in order
@@ -473,6 +614,23 @@ export interface paths {
         };
         /** Get Plan */
         get: operations["get_plan_v1_plans__plan_id__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/plans/{plan_id}/creator": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Which key created a plan, from the plan's first record in the log */
+        get: operations["plan_creator_v1_plans__plan_id__creator_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -526,6 +684,27 @@ export interface paths {
         put?: never;
         /** Lifecycle Apply */
         post: operations["lifecycle_apply_v1_plans__plan_id__lifecycle_apply_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/principals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Who is behind these key ids: each key's name, principal and role
+         * @description Up to 100 `key_id`s, as records, approvals and plans name them; ids of no key are
+         *     left out. Never a key's secret, prefix or projects.
+         */
+        get: operations["principals_v1_principals_get"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -737,7 +916,9 @@ export interface paths {
          * Re-evaluate stored decisions under a candidate
          * @description Every stored authorize decision in `[since, until)` (and the filters), re-evaluated
          *     from its recorded inputs with the candidate in place of what it replaces. Changes
-         *     nothing; writes one audit record (kind `replay`) of itself.
+         *     nothing; writes one audit record (kind `replay`) of itself, at the end, in a short
+         *     write transaction of its own: the replay itself only reads, in read-only sessions, and
+         *     never holds a write lock (the non-GET routes' `Session` would take SQLite's).
          */
         post: operations["replay_v1_replay_post"];
         delete?: never;
@@ -933,7 +1114,9 @@ export interface paths {
         /**
          * Create or replace a webhook
          * @description Events from now on are delivered to `url`, signed with `secret` (write-only: never
-         *     in a GET, an export or an audit record).
+         *     in a GET, an export or an audit record). A URL with user info, or whose host is or
+         *     resolves to an address inside (loopback, private, link-local, unspecified, multicast,
+         *     cloud metadata) is 422 unless TOOLGATE_WEBHOOK_ALLOW_HOSTS allows it.
          */
         put: operations["put_webhook_v1_webhooks__name__put"];
         post?: never;
@@ -1146,7 +1329,7 @@ export interface components {
          *     do not read skills (screening does), so they change no verdict here.
          */
         CandidateIn: {
-            profile?: components["schemas"]["SafetyProfile"] | null;
+            profile?: components["schemas"]["CandidateProfile"] | null;
             /** Skills */
             skills?: {
                 [key: string]: components["schemas"]["SkillIn"] | null;
@@ -1155,6 +1338,43 @@ export interface components {
             tools?: {
                 [key: string]: components["schemas"]["ToolDefIn"] | null;
             };
+        };
+        /**
+         * CandidateProfile
+         * @description A SafetyProfile within the candidate's bounds.
+         */
+        CandidateProfile: {
+            /**
+             * Allow Unsafe Tools
+             * @default false
+             */
+            allow_unsafe_tools?: boolean;
+            /** Allowed Skill Categories */
+            allowed_skill_categories?: string[];
+            /** Max Cost Per Plan */
+            max_cost_per_plan?: number | null;
+            /**
+             * Max Retries Per Step
+             * @default 3
+             */
+            max_retries_per_step?: number;
+            /** Max Total Cost */
+            max_total_cost?: number | null;
+            /**
+             * Require Checkpoints
+             * @default true
+             */
+            require_checkpoints?: boolean;
+            /**
+             * Require Human Approval
+             * @default false
+             */
+            require_human_approval?: boolean;
+            /**
+             * Require Sandbox
+             * @default true
+             */
+            require_sandbox?: boolean;
         };
         /** CapabilityIn */
         CapabilityIn: {
@@ -1260,6 +1480,16 @@ export interface components {
             variables?: {
                 [key: string]: unknown;
             };
+        };
+        /** Creator */
+        Creator: {
+            /** Created At */
+            created_at: string | null;
+            /** Key Id */
+            key_id: string | null;
+            /** Plan Id */
+            plan_id: string;
+            who: components["schemas"]["Who"] | null;
         };
         /** CreditIn */
         CreditIn: {
@@ -1387,6 +1617,18 @@ export interface components {
              * @default 1
              */
             uses?: number;
+        };
+        /**
+         * HookOutput
+         * @description `{}` after PostToolUse; `decision`/`reason` also on a call that could not be decided
+         *     (`block`: Claude Code's older form of a deny, and a PostToolUse's note to the model).
+         */
+        HookOutput: {
+            /** Decision */
+            decision?: "block" | null;
+            hookSpecificOutput?: components["schemas"]["PreToolUseOutput"] | null;
+            /** Reason */
+            reason?: string | null;
         };
         /** KeyCreated */
         KeyCreated: {
@@ -1564,6 +1806,15 @@ export interface components {
             /** Verified */
             verified?: boolean | null;
         };
+        /** OutcomeList */
+        OutcomeList: {
+            /** Items */
+            items: {
+                [key: string]: {
+                    [key: string]: unknown;
+                };
+            };
+        };
         /** OutcomeOut */
         OutcomeOut: {
             /** Args Mismatch */
@@ -1603,6 +1854,13 @@ export interface components {
             outcome?: components["schemas"]["OutcomeOut"] | null;
             /** Status Code */
             status_code: number;
+        };
+        /** PendingApprovals */
+        PendingApprovals: {
+            /** Oldest Requested At */
+            oldest_requested_at: string | null;
+            /** Pending */
+            pending: number;
         };
         /** PlanIn */
         PlanIn: {
@@ -1689,6 +1947,21 @@ export interface components {
             state: string;
             /** Version */
             version: number | null;
+        };
+        /** PreToolUseOutput */
+        PreToolUseOutput: {
+            /**
+             * Hookeventname
+             * @constant
+             */
+            hookEventName: "PreToolUse";
+            /**
+             * Permissiondecision
+             * @enum {string}
+             */
+            permissionDecision: "allow" | "deny" | "ask";
+            /** Permissiondecisionreason */
+            permissionDecisionReason: string;
         };
         /** ProfileChoice */
         ProfileChoice: {
@@ -2077,6 +2350,12 @@ export interface components {
         /** ToolDefIn */
         ToolDefIn: {
             capability: components["schemas"]["ToolCapabilityIn"];
+            /**
+             * Human Approval
+             * @default profile
+             * @enum {string}
+             */
+            human_approval?: "required" | "profile";
             /** Path Args */
             path_args?: string[];
             /**
@@ -2116,6 +2395,12 @@ export interface components {
              * Format: date-time
              */
             created_at: string;
+            /**
+             * Human Approval
+             * @default profile
+             * @enum {string}
+             */
+            human_approval?: "required" | "profile";
             /** Name */
             name: string;
             /** Path Args */
@@ -2144,6 +2429,8 @@ export interface components {
         };
         /** Unreplayable */
         Unreplayable: {
+            /** Ledger */
+            ledger: number;
             /** Legacy */
             legacy: number;
             /** Masked */
@@ -2186,6 +2473,24 @@ export interface components {
             updated_at: string;
             /** Url */
             url: string;
+        };
+        /** Who */
+        Who: {
+            /** Key Id */
+            key_id: string;
+            /** Name */
+            name: string;
+            /** Principal */
+            principal: string;
+            /** Revoked */
+            revoked: boolean;
+            /** Role */
+            role: string;
+        };
+        /** WhoList */
+        WhoList: {
+            /** Items */
+            items: components["schemas"]["Who"][];
         };
     };
     responses: never;
@@ -2532,6 +2837,64 @@ export interface operations {
             };
         };
     };
+    approval_stats_v1_approval_stats_get: {
+        parameters: {
+            query?: {
+                project?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PendingApprovals"];
+                };
+            };
+            /** @description No key, or a key that is not valid (unknown, revoked or expired); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not use this route (docs/auth.md) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Invalid input: `invalid_json`, or `invalid_input` with every bad field named in `details.fields` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database is unavailable, or a decision could not be recorded in time; try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     list_approvals_v1_approvals_get: {
         parameters: {
             query?: {
@@ -2753,6 +3116,73 @@ export interface operations {
             };
         };
     };
+    approval_decision_v1_approvals__approval_id__decision_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                approval_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description No key, or a key that is not valid (unknown, revoked or expired); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not use this route (docs/auth.md) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The resource does not exist, or is outside the key's projects */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Invalid input: `invalid_json`, or `invalid_input` with every bad field named in `details.fields` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database is unavailable, or a decision could not be recorded in time; try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     grant_approval_v1_approvals__approval_id__grant_post: {
         parameters: {
             query?: never;
@@ -2931,12 +3361,136 @@ export interface operations {
             };
         };
     };
+    latest_checkpoint_v1_audit_checkpoint_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description No key, or a key that is not valid (unknown, revoked or expired); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not use this route (docs/auth.md) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The resource does not exist, or is outside the key's projects */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database is unavailable, or a decision could not be recorded in time; try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    list_checkpoints_v1_audit_checkpoints_get: {
+        parameters: {
+            query?: {
+                /** @description A seq: the checkpoints after it; or an RFC 3339 date-time: those taken from then on */
+                since?: string | null;
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description No key, or a key that is not valid (unknown, revoked or expired); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not use this route (docs/auth.md) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Invalid input: `invalid_json`, or `invalid_input` with every bad field named in `details.fields` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database is unavailable, or a decision could not be recorded in time; try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     audit_export_v1_audit_export_get: {
         parameters: {
             query?: {
                 since?: string | null;
                 until?: string | null;
                 format?: "jsonl" | "csv";
+                /** @description Only records with a greater seq (a witness's export after a checkpoint) */
+                after_seq?: number | null;
+                /** @description Only records up to this seq */
+                until_seq?: number | null;
             };
             header?: never;
             path?: never;
@@ -2974,6 +3528,64 @@ export interface operations {
             };
             /** @description Invalid input: `invalid_json`, or `invalid_input` with every bad field named in `details.fields` */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database is unavailable, or a decision could not be recorded in time; try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    public_key_v1_audit_public_key_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description No key, or a key that is not valid (unknown, revoked or expired); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not use this route (docs/auth.md) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The resource does not exist, or is outside the key's projects */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3346,7 +3958,7 @@ export interface operations {
                 allowed?: boolean | null;
                 code?: string | null;
                 error?: string | null;
-                kind?: ("authorize" | "screen" | "plan" | "resolve" | "config" | "approval" | "outcome" | "replay") | null;
+                kind?: ("authorize" | "screen" | "plan" | "resolve" | "config" | "approval" | "outcome" | "replay" | "checkpoint") | null;
                 shadow_changed?: boolean | null;
                 limit?: number;
                 cursor?: string | null;
@@ -3413,7 +4025,7 @@ export interface operations {
                 bucket?: ("minute" | "hour" | "day") | null;
                 project?: string | null;
                 tool?: string | null;
-                kind?: ("authorize" | "screen" | "plan" | "resolve" | "config" | "approval" | "outcome" | "replay") | null;
+                kind?: ("authorize" | "screen" | "plan" | "resolve" | "config" | "approval" | "outcome" | "replay" | "checkpoint") | null;
             };
             header?: never;
             path?: never;
@@ -3682,6 +4294,96 @@ export interface operations {
             };
         };
     };
+    claude_code_hook_v1_hooks_claude_code_post: {
+        parameters: {
+            query?: {
+                /** @description A fixed plan for every call */
+                plan_id?: string | null;
+                /** @description One plan per session_id, created from this action */
+                action?: string | null;
+                /** @description MCP servers (as Claude Code names them) that are toolgate MCP gateways: their calls are decided by the gateway, not here */
+                gateway?: string[] | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description absolute; the sandbox root */
+                    cwd: string;
+                    /** @description PostToolUseFailure: why it failed */
+                    error?: string;
+                    /** @enum {unknown} */
+                    hook_event_name: "PreToolUse" | "PostToolUse" | "PostToolUseFailure";
+                    session_id: string;
+                    tool_input: Record<string, never>;
+                    /** @description `mcp__S__T` is decided as the tool `S.T` */
+                    tool_name: string;
+                    /** @description PostToolUse: what the tool answered */
+                    tool_response?: unknown;
+                    tool_use_id: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HookOutput"];
+                };
+            };
+            /** @description No key, or a key that is not valid (unknown, revoked or expired); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not use this route (docs/auth.md) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than TOOLGATE_MAX_BODY_BYTES */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Invalid input: `invalid_json`, or `invalid_input` with every bad field named in `details.fields` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database is unavailable, or a decision could not be recorded in time; try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     list_keys_v1_keys_get: {
         parameters: {
             query?: never;
@@ -3845,6 +4547,64 @@ export interface operations {
             };
             /** @description The resource does not exist, or is outside the key's projects */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Invalid input: `invalid_json`, or `invalid_input` with every bad field named in `details.fields` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database is unavailable, or a decision could not be recorded in time; try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    outcomes_v1_outcomes_get: {
+        parameters: {
+            query: {
+                decision_id: string[];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OutcomeList"];
+                };
+            };
+            /** @description No key, or a key that is not valid (unknown, revoked or expired); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not use this route (docs/auth.md) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4165,6 +4925,73 @@ export interface operations {
             };
         };
     };
+    plan_creator_v1_plans__plan_id__creator_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                plan_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Creator"];
+                };
+            };
+            /** @description No key, or a key that is not valid (unknown, revoked or expired); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not use this route (docs/auth.md) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The resource does not exist, or is outside the key's projects */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Invalid input: `invalid_json`, or `invalid_input` with every bad field named in `details.fields` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database is unavailable, or a decision could not be recorded in time; try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     execute_plan_v1_plans__plan_id__execute_post: {
         parameters: {
             query?: never;
@@ -4370,6 +5197,64 @@ export interface operations {
             };
             /** @description PlanReadOnlyError (code plan_read_only) */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Invalid input: `invalid_json`, or `invalid_input` with every bad field named in `details.fields` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database is unavailable, or a decision could not be recorded in time; try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    principals_v1_principals_get: {
+        parameters: {
+            query: {
+                key_id: string[];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WhoList"];
+                };
+            };
+            /** @description No key, or a key that is not valid (unknown, revoked or expired); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not use this route (docs/auth.md) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
