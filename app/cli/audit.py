@@ -78,11 +78,15 @@ def verify(
     public_key: Annotated[list[str] | None, typer.Option(
         "--public-key", help="The verifier key the checkpoint must be signed by "
         "(<origin>+<id>+<key>, or a file holding it); repeat for rotated keys")] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print the result as JSON (ok, checked, first_bad, head, range)")]
+        = False,
     url: Url = DEFAULT_URL,
     token: Token = None,
 ) -> None:
     """Check the hash chain: offline on an export file (--file), else on the service.
-    Prints what was proved ("range": first and last record, count, anchor). Exit 0 when
+    Prints what was proved (first and last record, count, anchor), or the first record
+    that breaks the chain and why; --json prints the same as JSON. Exit 0 when
     intact, 1 when a record was altered, removed or reordered, or the file is empty or
     starts neither at the chain's first record nor at a prune anchor (unless --partial)."""
     import orjson
@@ -134,9 +138,40 @@ def verify(
             result["checkpoint"] = {"seq": point.seq, "head_hash": point.head_hash,
                                     "time": point.time, "origin": point.origin,
                                     "holds": result["ok"]}
-    typer.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+    if as_json:
+        typer.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+    else:
+        typer.echo(summary(result))
     if not result["ok"]:
         raise typer.Exit(1)
+
+
+def summary(result: dict) -> str:
+    """`audit verify`'s answer for a person: what was proved, or where the chain breaks."""
+    proved = result.get("range")
+    lines = []
+    if result["ok"]:
+        lines.append(f"OK: {result['checked']} records intact")
+    else:
+        bad = result.get("first_bad") or {}
+        where = f" at seq {bad['seq']}" if bad.get("seq") is not None else ""
+        if bad.get("decision_id"):
+            where += f" (decision {bad['decision_id']})"
+        if bad.get("line") is not None:
+            where += f", line {bad['line']}"
+        lines.append(f"BROKEN{where}: {bad.get('reason', 'the chain does not verify')}")
+        lines.append(f"{result.get('checked', 0)} records checked before it")
+    if proved:
+        lines.append(f"range: seq {proved['first_seq']} ({proved['first_decision_id']}) to seq "
+                     f"{proved['last_seq']} ({proved['last_decision_id']}), {proved['count']} "
+                     f"records, anchored at {proved['anchor']}")
+    if result.get("head"):
+        lines.append(f"head: {result['head']}")
+    point = result.get("checkpoint")
+    if point:
+        lines.append(f"checkpoint: seq {point['seq']} of {point['origin']} at {point['time']}: "
+                     + ("holds" if point["holds"] else "does NOT hold"))
+    return "\n".join(lines)
 
 
 def _key_text(value: str) -> str:

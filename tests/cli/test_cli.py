@@ -36,7 +36,7 @@ def test_offline_verify_finds_altered_removed_reordered(tmp_path):
     records = _chain(6)
     good = tmp_path / "good.jsonl"
     _write(good, records)
-    r = _run("audit", "verify", "--file", str(good))
+    r = _run("audit", "verify", "--json", "--file", str(good))
     assert r.returncode == 0, r.stderr
     assert orjson.loads(r.stdout)["checked"] == 6
     assert orjson.loads(r.stdout)["range"] == {
@@ -51,14 +51,33 @@ def test_offline_verify_finds_altered_removed_reordered(tmp_path):
                                 4)]:
         path = tmp_path / f"{name}.jsonl"
         _write(path, variant)
-        r = _run("audit", "verify", "--file", str(path))
+        r = _run("audit", "verify", "--json", "--file", str(path))
         assert r.returncode == 1, name
         assert orjson.loads(r.stdout)["first_bad"]["seq"] == seq, name
 
     truncated = tmp_path / "truncated.jsonl"
     _write(truncated, records[:5])
-    r = _run("audit", "verify", "--file", str(truncated), "--head", records[-1]["hash"])
+    r = _run("audit", "verify", "--json", "--file", str(truncated), "--head", records[-1]["hash"])
     assert r.returncode == 1 and "missing at the end" in r.stdout
+
+
+def test_offline_verify_prints_a_summary_for_a_person(tmp_path):
+    """Issue 35 item 10: without --json, `audit verify` says what was proved in words."""
+    records = _chain(6)
+    good = tmp_path / "good.jsonl"
+    _write(good, records)
+    r = _run("audit", "verify", "--file", str(good))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == "OK: 6 records intact"
+    assert "range: seq 1 (d1) to seq 6 (d6), 6 records, anchored at genesis" in r.stdout
+    altered = [dict(x) for x in records]
+    altered[2]["allowed"] = not altered[2]["allowed"]
+    bad = tmp_path / "bad.jsonl"
+    _write(bad, altered)
+    r = _run("audit", "verify", "--file", str(bad))
+    assert r.returncode == 1
+    assert r.stdout.startswith("BROKEN at seq 3"), r.stdout
+    assert "2 records checked before it" in r.stdout
 
 
 def test_offline_verify_refuses_a_file_cut_at_the_start_or_empty(tmp_path):
@@ -67,12 +86,12 @@ def test_offline_verify_refuses_a_file_cut_at_the_start_or_empty(tmp_path):
     records = _chain(6)
     cut = tmp_path / "cut.jsonl"
     _write(cut, records[2:])
-    r = _run("audit", "verify", "--file", str(cut))
+    r = _run("audit", "verify", "--json", "--file", str(cut))
     assert r.returncode == 1, r.stdout
     out = orjson.loads(r.stdout)
     assert out["ok"] is False and out["first_bad"]["seq"] == 3
     assert "older records may have been removed" in out["first_bad"]["reason"]
-    r = _run("audit", "verify", "--file", str(cut), "--partial")
+    r = _run("audit", "verify", "--json", "--file", str(cut), "--partial")
     assert r.returncode == 0, r.stdout
     assert orjson.loads(r.stdout)["range"] == {
         "first_seq": 3, "first_decision_id": "d3", "last_seq": 6, "last_decision_id": "d6",
@@ -81,14 +100,14 @@ def test_offline_verify_refuses_a_file_cut_at_the_start_or_empty(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"\n")
     for extra in ([], ["--partial"]):
-        r = _run("audit", "verify", "--file", str(empty), *extra)
+        r = _run("audit", "verify", "--json", "--file", str(empty), *extra)
         assert r.returncode == 1, (extra, r.stdout)
         assert orjson.loads(r.stdout)["range"] is None
         assert "no records" in orjson.loads(r.stdout)["first_bad"]["reason"]
 
     not_records = tmp_path / "array.jsonl"
     not_records.write_bytes(b"[1, 2]\n")
-    r = _run("audit", "verify", "--file", str(not_records))
+    r = _run("audit", "verify", "--json", "--file", str(not_records))
     assert r.returncode == 1 and "line 1 is not a JSON record" in r.stdout
 
 

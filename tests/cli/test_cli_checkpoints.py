@@ -148,22 +148,22 @@ def test_checkpoints_catch_a_rewritten_history(database_url, tmp_path):
     export = tmp_path / "export.jsonl"
     export.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
     for saved in ("checkpoint.json", "checkpoint.note"):
-        honest = _run("audit", "verify", "--file", str(export), "--checkpoint",
+        honest = _run("audit", "verify", "--json", "--file", str(export), "--checkpoint",
                       str(tmp_path / saved), "--public-key", verifier_key)
         assert honest.returncode == 0, honest.stdout + honest.stderr
         assert orjson.loads(honest.stdout)["checkpoint"]["holds"] is True
     forged = _forged(records)
     forged_file = tmp_path / "forged.jsonl"
     forged_file.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in forged))
-    alone = _run("audit", "verify", "--file", str(forged_file))
+    alone = _run("audit", "verify", "--json", "--file", str(forged_file))
     assert alone.returncode == 0  # the chain alone cannot tell
-    against = _run("audit", "verify", "--file", str(forged_file), "--checkpoint",
+    against = _run("audit", "verify", "--json", "--file", str(forged_file), "--checkpoint",
                    str(tmp_path / "checkpoint.note"), "--public-key", verifier_key)
     assert against.returncode == 1
     assert "history was rewritten" in orjson.loads(against.stdout)["first_bad"]["reason"]
     other = _run("keys", "signing-key", "new", str(tmp_path / "other.key"),
                  "--origin", "toolgate.test/log").stdout.strip()
-    wrong_key = _run("audit", "verify", "--file", str(export), "--checkpoint",
+    wrong_key = _run("audit", "verify", "--json", "--file", str(export), "--checkpoint",
                      str(tmp_path / "checkpoint.note"), "--public-key", other)
     assert wrong_key.returncode == 1 and "does not verify" in wrong_key.stderr
 
