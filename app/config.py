@@ -173,7 +173,7 @@ class Settings(BaseSettings):
         "password", "secret", "token", "api_key", "apikey", "authorization", "cookie",
     ])
 
-    # Signed checkpoints (SPEC §16, docs/decision-log.md "Tamper evidence"): the file of
+    # Signed checkpoints (SPEC §16, docs/checkpoints.md): the file of
     # an Ed25519 key (`toolgate keys signing-key new FILE`); unset, nothing is signed. The
     # log's writer signs its head every checkpoint_seconds in which the log grew.
     log_signing_key: str | None = None
