@@ -84,7 +84,8 @@ def test_every_skipped_block_says_why() -> None:
                if b.lang in docblocks.RUN and b.skip is not None]
     assert all(len(b.skip) > 10 for b in skipped), [b.where for b in skipped]
     # Illustrations are the exception: a new one should be a runnable example instead.
-    assert len(skipped) <= 8, [f"{b.where}: {b.skip}" for b in skipped]
+    # 11: the gateway's and the coding agents' pages need an MCP client or Claude Code.
+    assert len(skipped) <= 11, [f"{b.where}: {b.skip}" for b in skipped]
 
 
 # --- the pages, run -------------------------------------------------------------------------

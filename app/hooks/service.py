@@ -19,8 +19,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.auth.keys import Principal
 from app.authorize.service import Authorizer
 from app.authorize.wire import decode_authorize
-from app.edge.errors import ToolgateError
+from app.edge.errors import InvalidInput, ToolgateError
 from app.edge.handlers import validation_details
+from app.edge.jsonkeys import refuse_duplicates
 from app.hooks import claude
 from app.hooks.claude import PRE, HookCall, Undecidable
 from app.hooks.repository import decision_for
@@ -72,6 +73,11 @@ class Hooks:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             raise Undecidable(f"the hook body is not JSON: {exc}", code="invalid_json") from None
+        try:  # {"command": "rm -rf /", "command": "ls"}: no guessing which one runs
+            refuse_duplicates(raw, body)
+        except InvalidInput as exc:
+            raise Undecidable(f"the hook body is refused: {exc.message}",
+                              code="duplicate_key") from None
         call = claude.parse(body)
         gateway = claude.gateway_of(call.agent_tool, gateways)
         if gateway is not None:

@@ -56,7 +56,7 @@ async def test_http_reads_through_the_reader(client):
 
 
 async def test_one_decision_and_its_outcome_as_the_session_reads_them(client):
-    from app.ledger.service import outcome_of
+    from app.ledger.tables import outcome_of
     from tests.ledger.helpers import authorize, call, plan_with, report
 
     plan = await plan_with(client)

@@ -101,6 +101,8 @@ WRITES = [(m, p) for m, p in PROTECTED if m in ("POST", "PUT", "PATCH")]
 async def test_every_route_with_a_body_refuses_a_duplicate_key(client):
     for method, template in WRITES:
         path = re.sub(r"\{[^}]+\}", "x-1", template)
+        if template == "/v1/hooks/claude-code":
+            continue  # answers every refusal as a deny (below), never as a 4xx
         r = await client.request(method, path, content=b'{"zz":1,"zz":2}',
                                  headers={"Content-Type": "application/json"})
         assert r.status_code == 422, (method, template, r.text)
@@ -108,3 +110,19 @@ async def test_every_route_with_a_body_refuses_a_duplicate_key(client):
     r = await client.post("/v1/skills/x-1/safety-test", content=b'"fine"\n{"a":1,"a":2}\n',
                           headers={"Content-Type": "application/jsonl"})
     assert r.status_code == 422 and r.json()["error"]["details"]["line"] == 2, r.text
+
+
+async def test_the_hook_route_denies_a_body_with_a_duplicate_key(client):
+    """Claude Code runs a call whose hook answers an error, so the hook route answers a
+    duplicate key as a deny naming it, and decides nothing."""
+    raw = (b'{"session_id":"s","hook_event_name":"PreToolUse","tool_name":"Bash",'
+           b'"tool_input":{"command":"rm -rf /","command":"ls"},"tool_use_id":"t","cwd":"/w"}')
+    r = await client.post("/v1/hooks/claude-code?action=coding", content=raw,
+                          headers={"Content-Type": "application/json"})
+    assert r.status_code == 200, r.text
+    out = r.json()["hookSpecificOutput"]
+    assert out["permissionDecision"] == "deny"
+    assert "duplicate_key" in out["permissionDecisionReason"], out
+    assert "tool_input.command" in out["permissionDecisionReason"], out
+    r = await client.get("/v1/decisions")
+    assert r.json()["items"] == []

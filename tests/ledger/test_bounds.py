@@ -23,7 +23,7 @@ HUGE = 1.7e308  # the red team's estimate: two of them overflow a double
 def settings(settings):
     # The background round runs by hand here (run_once), never half done by its timer.
     return settings.model_copy(update={"webhook_poll_seconds": 60,
-                                       "webhook_allow_hosts": "127.0.0.1"}
+                                       "webhook_allow_hosts": ["127.0.0.1"]}
                                if "webhook_allow_hosts" in type(settings).model_fields
                                else {"webhook_poll_seconds": 60})
 
