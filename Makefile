@@ -42,13 +42,15 @@ PYTEST := $(BIN)/python -m pytest
 # builds, the OpenAPI contract run), then those. Either failing fails `make test` (make
 # stops at the first failing line). Exit 5, no test selected, fails the first run; the
 # second's is no failure: with no test marked slow, every test has run in the first.
-# Both run on every core (pytest-xdist, -n auto): --dist loadscope keeps a module's tests on
-# one worker, so a module's shared server or browser serves all of them, in order.
+# The first runs on every core (pytest-xdist, -n auto): --dist loadscope keeps a module's
+# tests on one worker, so a module's shared server or browser serves all of them, in order.
+# The slow tests run one at a time: they start servers, browsers and CLIs, and measure
+# deadlines and load that a second worker beside them would distort.
 # --durations=25 prints the 25 slowest tests of each run.
 XDIST := -n auto --dist loadscope --durations=25
 test: $(STAMP)
 	$(PYTEST) -m "not slow" $(XDIST) tests clients/python/tests
-	$(PYTEST) -m slow $(XDIST) tests || [ $$? -eq 5 ]
+	$(PYTEST) -m slow --durations=25 tests || [ $$? -eq 5 ]
 
 test-fast: $(STAMP)
 	$(PYTEST) -m "not slow" $(XDIST) tests clients/python/tests

@@ -14,7 +14,11 @@ function checkpointPanel() {
   const box = el("section", { id: "checkpoint" }, el("h2", {}, "Latest signed checkpoint"),
     el("p", { class: "muted" }, "Loading…"));
   (async () => {
+    const none = () => box.replaceChildren(el("h2", {}, "Latest signed checkpoint"), el("p", { class: "muted", id: "checkpoint-state" },
+      "No checkpoint: the log is not signed (TOOLGATE_LOG_SIGNING_KEY), or none was taken yet."));
     try {
+      // The list answers 200 when there is none (the latest would be a 404 in the console).
+      if (!(await api("/v1/audit/checkpoints?limit=1")).items.length) return none();
       const c = await api("/v1/audit/checkpoint");
       box.replaceChildren(el("h2", {}, "Latest signed checkpoint"),
         el("p", { class: c.verifies ? "allow" : "deny", id: "checkpoint-state" },
@@ -24,8 +28,7 @@ function checkpointPanel() {
         el("details", {}, el("summary", {}, "signed note"), el("pre", { id: "checkpoint-note" }, c.note)));
     } catch (err) {
       if (err && err.status === 404) {
-        box.replaceChildren(el("h2", {}, "Latest signed checkpoint"), el("p", { class: "muted", id: "checkpoint-state" },
-          "No checkpoint: the log is not signed (TOOLGATE_LOG_SIGNING_KEY), or none was taken yet."));
+        none();
       } else if (!(err instanceof Stale)) {
         box.replaceChildren(el("h2", {}, "Latest signed checkpoint"), failure(err));
       }
