@@ -5,12 +5,13 @@ the environment (the tokens) happens when the gateway starts (app/gateway/run.py
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, ValidationError, model_validator
 
 from app.kit.schemas import Cost, Name, Strict
-from app.policyfile.yamlfile import Path, PolicyFileError, Problem, dotted, read_yaml
+from app.policyfile.document import _problem_for
+from app.policyfile.yamlfile import PolicyFileError, Problem, read_yaml
 
 __all__ = ["GatewayConfig", "PolicyFileError", "ServerConfig", "ToolEntry", "load_config"]
 
@@ -133,26 +134,6 @@ def is_loopback(host: str) -> bool:
 SECTIONS = tuple(GatewayConfig.model_fields)
 
 
-def _problem(error: dict[str, Any], lines: dict[Path, int]) -> Problem:
-    loc = tuple(error["loc"])
-    is_key = bool(loc) and loc[-1] == "[key]"
-    path = loc[:-1] if is_key else loc
-    probe = path
-    while probe and probe not in lines:
-        probe = probe[:-1]
-    message = error["msg"].removeprefix("Value error, ")
-    if is_key:
-        message = f"invalid name {path[-1]!r}: {message}"
-    elif error["type"] == "extra_forbidden":
-        message = "unknown field" + (f" (sections: {', '.join(SECTIONS)})" if len(path) == 1
-                                     else "")
-    elif error["type"] == "missing":
-        message = "field required"
-    elif error["type"] == "bool_type" and isinstance(error.get("input"), str):
-        message += f" (write true or false: {error['input']!r} is a string in YAML 1.2)"
-    return Problem(lines.get(probe, 1 if not probe else None), dotted(path), message)
-
-
 def load_config(text: str, source: str = "<gateway>") -> GatewayConfig:
     """The validated file, or PolicyFileError naming every problem with its line."""
     data, lines = read_yaml(text, source)
@@ -162,4 +143,5 @@ def load_config(text: str, source: str = "<gateway>") -> GatewayConfig:
     try:
         return GatewayConfig.model_validate(data)
     except ValidationError as exc:
-        raise PolicyFileError([_problem(e, lines) for e in exc.errors()], source) from None
+        raise PolicyFileError([_problem_for(e, lines, SECTIONS) for e in exc.errors()],
+                              source) from None

@@ -112,18 +112,22 @@ class Policy:
         return None
 
 
-def _problem_for(error: dict[str, Any], lines: dict[Path, int]) -> Problem:
+def _problem_for(error: dict[str, Any], lines: dict[Path, int],
+                 sections: tuple[str, ...] | None = None) -> Problem:
+    """A pydantic error as a Problem at its line (`sections`: the top-level keys an unknown
+    one is told about; the policy file's by default). The gateway's config uses it too."""
     loc = tuple(error["loc"])
     is_key = bool(loc) and loc[-1] == "[key]"
     path = loc[:-1] if is_key else loc
     probe = path
     while probe and probe not in lines:
         probe = probe[:-1]
-    message = error["msg"]
+    message = error["msg"].removeprefix("Value error, ")
     if is_key:
         message = f"invalid name {path[-1]!r}: {message}"
     elif error["type"] == "extra_forbidden":
-        message = "unknown field" + (f" (sections: {', '.join(SECTIONS)})" if len(path) == 1
+        known = SECTIONS if sections is None else sections
+        message = "unknown field" + (f" (sections: {', '.join(known)})" if len(path) == 1
                                      else "")
     elif error["type"] == "missing":
         message = "field required"
