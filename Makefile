@@ -48,7 +48,16 @@ PYTEST := $(BIN)/python -m pytest
 # deadlines and load that a second worker beside them would distort.
 # --durations=25 prints the 25 slowest tests of each run.
 XDIST := -n auto --dist loadscope --durations=25
-test: $(STAMP)
+# The real MCP servers, Inspector and Claude Code the suite drives, exactly as each
+# package-lock.json holds them (again whenever a lock changes).
+NPM_STAMPS := $(patsubst %/package-lock.json,%/node_modules/.installed,$(wildcard \
+  clients/typescript/package-lock.json tests/gateway/package-lock.json \
+  tests/hooks/package-lock.json))
+%/node_modules/.installed: %/package-lock.json
+	npm ci --prefix $* --no-audit --no-fund
+	touch $@
+
+test: $(STAMP) $(NPM_STAMPS)
 	$(PYTEST) -m "not slow" $(XDIST) tests clients/python/tests
 	$(PYTEST) -m slow --durations=25 tests || [ $$? -eq 5 ]
 
