@@ -33,7 +33,8 @@ from tests.conftest import ADMIN_HEADERS, ADMIN_TOKEN  # noqa: E402
 # that must hold more than whitespace, cursors that come from a previous page, and JSONL
 # bodies (a string to the schema), and integers that must be JSON integers (an outcome's
 # artifact `bytes`: 1255.0 is an integer to JSON schema, a number to toolgate, SPEC §3
-# "Types are strict"). Every other check still holds on these operations, and
+# "Types are strict"), and a webhook URL, which must name a public address unless
+# TOOLGATE_WEBHOOK_ALLOW_HOSTS allows it (app/webhooks/guard.py). Every other check still holds on these operations, and
 # a 422 must be the documented envelope.
 RULES_NOT_IN_THE_SCHEMA = [
     "GET /v1/plans", "POST /v1/plans", "POST /v1/resolve",
@@ -45,6 +46,7 @@ RULES_NOT_IN_THE_SCHEMA = [
     "POST /v1/test", "POST /v1/keys", "GET /v1/decisions", "GET /v1/decisions/stats",
     "GET /v1/audit/export", "GET /v1/audit/verify", "GET /v1/approvals", "POST /v1/replay",
     "GET /v1/audit/checkpoints",  # since: a seq or an RFC 3339 date-time
+    "PUT /v1/webhooks/{name}",  # url: a public address unless TOOLGATE_WEBHOOK_ALLOW_HOSTS
 ]
 CONFIG = f"""
 [generation]
