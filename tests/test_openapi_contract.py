@@ -30,12 +30,11 @@ from tests.conftest import ADMIN_HEADERS, ADMIN_TOKEN  # noqa: E402
 # for rules a JSON schema does not carry: a profile, action or tool the request names must
 # exist (SPEC §4: 422 naming it), fields that exclude each other (automation_profile or
 # safety_profile; plan_id alone; an admin key's projects null; since before until), phrases
-# that must hold more than whitespace, cursors that come from a previous page, and JSONL
-# bodies (a string to the schema), and integers that must be JSON integers (an outcome's
-# artifact `bytes`: 1255.0 is an integer to JSON schema, a number to toolgate, SPEC §3
-# "Types are strict"), and a webhook URL, which must name a public address unless
-# TOOLGATE_WEBHOOK_ALLOW_HOSTS allows it (app/webhooks/guard.py). Every other check still holds on these operations, and
-# a 422 must be the documented envelope.
+# that must hold more than whitespace, cursors that come from a previous page, JSONL
+# bodies (a string to the schema), and a webhook URL, which must name a public address
+# unless TOOLGATE_WEBHOOK_ALLOW_HOSTS allows it (app/webhooks/guard.py). Integers are not
+# among them: every integer field takes 3.0 as JSON Schema does (SPEC §17). Every other
+# check still holds on these operations, and a 422 must be the documented envelope.
 RULES_NOT_IN_THE_SCHEMA = [
     "GET /v1/plans", "POST /v1/plans", "POST /v1/resolve",
     "POST /v1/authorize-tool", "POST /v1/authorize-tools",

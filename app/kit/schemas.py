@@ -21,6 +21,7 @@ from pydantic import (
     field_validator,
 )
 
+from app.policy.numbers import INTEGRAL
 from app.policy.profiles import MAX_COST
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$"
@@ -29,21 +30,8 @@ PROFILE_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 ProfileName = Annotated[str, StringConstraints(pattern=PROFILE_NAME_PATTERN)]
 Cost = Annotated[float, Field(ge=0, le=MAX_COST, allow_inf_nan=False)]
-NonNegativeInt = Annotated[int, Field(ge=0)]
-
-
-def _integral(value: Any) -> Any:
-    """3.0 is the integer 3, as JSON Schema counts it (SPEC §17); 3.5, NaN, and floats past
-    2^53 (no longer exact) stay floats and are refused by the strict int that follows."""
-    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
-        return int(value)
-    return value
-
-
-# Marks an integer field that takes integral floats, the way the OpenAPI schema's
-# `integer` says it does (strict ints refuse 3.0): `Annotated[int, Field(ge=1), INTEGRAL]`,
-# after the Field (placed before it, pydantic writes `ge` instead of `minimum` in the schema).
-INTEGRAL = BeforeValidator(_integral)
+# Every integer of a request takes integral floats, as the OpenAPI document says (INTEGRAL).
+NonNegativeInt = Annotated[int, Field(ge=0), INTEGRAL]
 
 
 # RFC 3339 date-time text (SPEC §4, §6): full-date "T" full-time, the offset Z or +hh:mm.

@@ -14,6 +14,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from app.policy.numbers import INTEGRAL
+
 # No NUL characters: PostgreSQL cannot store them, and no category name needs one.
 CategoryName = Annotated[str, StringConstraints(min_length=1, max_length=200,
                                                 pattern=r"^[^\x00]+$")]
@@ -36,7 +38,7 @@ class SafetyProfile(BaseModel):
     require_human_approval: bool = False
     allowed_skill_categories: list[CategoryName] = Field(default_factory=list)
     max_cost_per_plan: Cost | None = None
-    max_retries_per_step: Annotated[int, Field(ge=0, le=100)] = 3
+    max_retries_per_step: Annotated[int, Field(ge=0, le=100), INTEGRAL] = 3
     max_total_cost: Cost | None = None
 
     def as_dict(self) -> dict:

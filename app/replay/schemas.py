@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from app.kit.schemas import DateTime, Name, Strict
+from app.kit.schemas import INTEGRAL, DateTime, Name, Strict
 from app.policy.model import RegisteredTool
 from app.policy.profiles import CategoryName, SafetyProfile
 from app.registry.schemas import SkillIn, ToolDefIn
@@ -56,7 +56,7 @@ class ReplayIn(Strict):
     plan_id: Name | None = None
     tool: Name | None = None
     candidate: CandidateIn = Field(default_factory=CandidateIn)
-    examples: Annotated[int, Field(ge=0, le=1000)] = 100
+    examples: Annotated[int, Field(ge=0, le=1000), INTEGRAL] = 100
 
 
 class Verdict(BaseModel):

@@ -45,3 +45,43 @@ async def test_an_integral_float_is_an_integer_in_a_grant(client):
                           json={"uses": 3.0, "ttl_seconds": 60.0}, headers=approver)
     assert r.status_code == 200, r.text
     assert r.json()["uses_left"] == 3
+
+
+# The other integer fields of requests (found by walking the OpenAPI document's request
+# bodies for `integer`): the retry count and limit, and replay's example count.
+
+async def test_an_integral_float_is_an_integer_in_a_retry_count_and_its_limit(client):
+    plan = await plan_with(client, max_retries_per_step=2.0)
+    profile = (await client.get(f"/v1/plans/{plan}")).json()
+    assert "2.0" not in str(profile)  # stored as the integer, shown as sent by no one
+    within = await authorize(client, call(plan, step_retry_count=2.0))
+    assert within["allowed"], within
+    past = await authorize(client, call(plan, step_retry_count=3.0))
+    assert past["deny"]["code"] == "retry_limit_exceeded", past
+    assert past["deny"]["details"]["step_retry_count"] == 3
+    assert isinstance(past["deny"]["details"]["step_retry_count"], int)
+    assert past["deny"]["details"]["max_retries_per_step"] == 2
+
+
+@pytest.mark.parametrize("bad", [2.5, "2", True])
+async def test_other_numbers_stay_refused_as_a_retry_count(client, bad):
+    plan = await plan_with(client)
+    r = await client.post("/v1/authorize-tool", json=call(plan, step_retry_count=bad))
+    assert r.status_code == 422 and "context.step_retry_count" in r.text, r.text
+
+
+async def test_an_integral_float_is_an_integer_in_a_profile_and_a_replay(client):
+    r = await client.put("/v1/profiles/retries", json={
+        "safety": {"max_retries_per_step": 5.0}})
+    assert r.status_code in (200, 201), r.text
+    stored = r.json()["safety"]["max_retries_per_step"]
+    assert stored == 5 and isinstance(stored, int)
+    r = await client.put("/v1/profiles/retries", json={"safety": {"max_retries_per_step": 5.5}})
+    assert r.status_code == 422 and "max_retries_per_step" in r.text, r.text
+    r = await client.post("/v1/replay", json={
+        "since": "2020-01-01T00:00:00Z", "examples": 3.0,
+        "candidate": {"profile": {"max_retries_per_step": 1.0}}})
+    assert r.status_code == 200, r.text
+    r = await client.post("/v1/replay", json={"since": "2020-01-01T00:00:00Z",
+                                              "examples": 3.5, "candidate": {}})
+    assert r.status_code == 422 and "examples" in r.text, r.text

@@ -213,7 +213,7 @@ INVALID = [
     ("require_human_approval", None),
     ("require_human_approval", 1.0),
     # integers
-    ("max_retries_per_step", 3.0),
+    ("max_retries_per_step", 3.5),  # 3.0 is the integer 3 (SPEC §17)
     ("max_retries_per_step", "3"),
     ("max_retries_per_step", True),
     ("max_retries_per_step", None),
@@ -267,7 +267,7 @@ def test_every_bad_field_is_named() -> None:
 
 def test_json_validation_is_strict_too() -> None:
     assert SafetyProfile.model_validate_json('{"max_cost_per_plan": 5}').max_cost_per_plan == 5.0
-    for bad in ('{"require_sandbox": "true"}', '{"max_retries_per_step": 3.0}',
+    for bad in ('{"require_sandbox": "true"}', '{"max_retries_per_step": 3.5}',
                 '{"max_cost_per_plan": -1}', '{"x": 1}'):
         with pytest.raises(ValidationError):
             SafetyProfile.model_validate_json(bad)
