@@ -1,13 +1,16 @@
-"""The authorize body as the hot path decodes it: msgspec Structs with the same fields,
-defaults and constraints as AuthorizeIn (app/authorize/schemas.py).
+"""The authorize body as the hot path decodes it: msgspec Structs derived from AuthorizeIn
+(app/authorize/schemas.py), its one declaration.
 
 Under load, pydantic's validation of this body cost a worker about 10 µs a request, a tenth
-of its time; msgspec checks the same types in C for a fraction of that. pydantic stays the
-contract: the OpenAPI document, the FastAPI route, and every error message come from
-AuthorizeIn. `decode_authorize` takes msgspec's answer only when it accepts a body; anything
-it refuses goes to AuthorizeIn, which names the fields exactly as on every other route (or
-accepts the body, where msgspec is the stricter of the two). tests/authorize/test_wire.py checks
-with generated bodies that whatever msgspec accepts, pydantic accepts with the same values.
+of its time; msgspec checks the same types in C for a fraction of that. AuthorizeIn is the
+contract: the OpenAPI document, the FastAPI route, every error message, and (read once at
+import, below) the Structs' fields, defaults and constraints come from it, so a field added
+or a bound changed there is the hot path's too, and a constraint the reading cannot state
+for msgspec stops the import. `decode_authorize` takes msgspec's answer only when it
+accepts a body; anything it refuses goes to AuthorizeIn, which names the fields exactly as
+on every other route (or accepts the body, where msgspec is the stricter of the two).
+tests/authorize/test_wire.py checks with generated bodies that whatever msgspec accepts,
+pydantic accepts with the same values.
 
 Both decoders start from the same orjson parse, so the JSON itself (duplicate keys, numbers
 too large for a double, lone surrogates) is read exactly once, one way. The hot path first
@@ -28,97 +31,149 @@ it).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import types
+import typing
+from typing import Annotated, Any, Literal, Union
 
+import annotated_types as at
 import msgspec
 import orjson
-from pydantic import ValidationError
+from pydantic import AllowInfNan, BaseModel, StringConstraints, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
 
-from app.authorize.schemas import MAX_PATH_ARGS, AuthorizeIn, core_context, core_tool
+from app.authorize.schemas import (
+    AuthorizeIn,
+    CapabilityIn,
+    ContextIn,
+    ToolIn,
+    core_context,
+    core_tool,
+)
 from app.edge import freeform
 from app.edge.jsonkeys import counts_agree
-from app.kit.schemas import NAME_PATTERN
 from app.policy.model import Context, RegisteredTool, Tool
+from app.policy.numbers import INTEGRAL
 from app.policy.paths import root_refusal
-from app.policy.profiles import MAX_COST, SafetyProfile
+from app.policy.profiles import SafetyProfile
 
-# Python's `$` also matches before a final newline; pydantic's (Rust) regex does not.
-Name = Annotated[str, msgspec.Meta(pattern=NAME_PATTERN.removesuffix("$") + r"\Z")]
-# orjson never yields inf or nan; MAX_COST as in AuthorizeIn (docs/ledger.md)
-Cost = Annotated[float, msgspec.Meta(ge=0, le=MAX_COST)]
-
-
-def _max(length: int) -> Any:
-    return msgspec.Meta(max_length=length)
-
-
-class _Strict(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """omit_defaults: encoded again, a decoded body holds only members it was sent, which
-    is what the duplicate-key proof counts (app/edge/jsonkeys.py)."""
+# --- the Structs, derived from the pydantic models ---------------------------------------
+# AuthorizeIn is the one declaration of the body. Its fields, defaults and constraints are
+# read here, once at import, into msgspec Structs; a constraint this reading does not know
+# is an error at import, never a check silently dropped. What msgspec's types cannot state
+# is checked beside the decoding, each by the model's own function: the free-form limits
+# (within_limits: freeform.problem, the AfterValidator's walk), a climbing sandbox_root
+# (_refused_root: root_refusal, the field validator's function) and a profile only without a
+# plan_id (decode_authorize). Integral floats (INTEGRAL) are not read: msgspec's strict int
+# refuses 3.0, and such a body goes to AuthorizeIn, which takes it.
+_NOT_READ = (typing.get_args(freeform.FreeForm)[1], INTEGRAL, AllowInfNan(False))
+_FIELD_VALIDATORS = {ContextIn: {"sandbox_root"}, AuthorizeIn: {"safety_profile"}}
 
 
-class CapabilityWire(_Strict):
-    writes: bool | None = None
-    read_only: bool | None = None
-    checkpointable: bool | None = None
-    unsafe: bool | None = None
+def _constraints(metadata: typing.Iterable[Any]) -> dict[str, Any]:
+    """pydantic's constraints as msgspec.Meta's keywords."""
+    out: dict[str, Any] = {}
+    for item in metadata:
+        if isinstance(item, FieldInfo):  # Field(...) inside an Annotated
+            out.update(_constraints(item.metadata))
+        elif isinstance(item, StringConstraints):
+            for key in ("min_length", "max_length"):
+                if getattr(item, key) is not None:
+                    out[key] = getattr(item, key)
+            if item.pattern is not None:
+                # pydantic's (Rust) `$` is the end; Python's also matches before a final \n
+                out["pattern"] = str(item.pattern).removesuffix("$") + r"\Z"
+        elif isinstance(item, at.Ge | at.Le | at.Gt | at.Lt):
+            key = type(item).__name__.lower()
+            out[key] = getattr(item, key)
+        elif isinstance(item, at.MinLen | at.MaxLen):
+            key = "min_length" if isinstance(item, at.MinLen) else "max_length"
+            out[key] = getattr(item, key)
+        elif item not in _NOT_READ:
+            raise TypeError(f"app/authorize/wire.py cannot state {item!r} for msgspec")
+    return out
 
 
-class ToolWire(_Strict):
-    name: Name
-    capability: CapabilityWire | None = None
-    safety_category: Literal["safe", "destructive"] | None = None
-    skill_category: Annotated[str, _max(200)] | None = None
-    args: dict[str, Any] = {}
-    path_args: Annotated[list[Annotated[str, msgspec.Meta(min_length=1, max_length=200)]],
-                         _max(MAX_PATH_ARGS)] = []
+_STRUCTS: dict[type[BaseModel], Any] = {}
 
 
-class ContextWire(_Strict, frozen=True):  # frozen: one shared default instance
-    plan_id: Name | None = None
-    sandbox_id: Annotated[str, _max(200)] | None = None
-    sandbox_root: Annotated[str, _max(4096)] | None = None
-    variables: dict[str, Any] = {}
-    plan_read_only: bool = False
-    require_checkpoints: bool = False
-    metadata: dict[str, Any] = {}
-    accumulated_cost: Cost = 0.0
-    total_accumulated_cost: Cost = 0.0
-    step_retry_count: Annotated[int, msgspec.Meta(ge=0)] = 0
-    dry_run: bool = False
-    confirmed: bool = False
-    step_id: Name | None = None
-    estimated_cost: Cost | None = None
+def _wire_type(hint: Any, metadata: typing.Iterable[Any] = ()) -> Any:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Annotated:
+        return _wire_type(args[0], [*args[1:], *metadata])
+    meta = _constraints(metadata)
+    if origin in (Union, types.UnionType):
+        wired: Any = Union[tuple(_wire_type(a) for a in args)]  # noqa: UP007
+    elif origin is list:
+        wired = list[_wire_type(args[0])]  # type: ignore[misc]
+    elif origin is dict:
+        wired = dict[_wire_type(args[0]), _wire_type(args[1])]  # type: ignore[misc]
+    elif origin is Literal or hint in (str, int, float, bool, type(None), Any):
+        wired = hint
+    elif hint is SafetyProfile:
+        # Decoded as any JSON value, then replaced by the SafetyProfile pydantic builds from
+        # it (decode_authorize): one validator for profiles, wherever they arrive.
+        wired = Any
+    elif isinstance(hint, type) and issubclass(hint, BaseModel):
+        wired = _STRUCTS[hint]
+    else:
+        raise TypeError(f"app/authorize/wire.py cannot state {hint!r} for msgspec")
+    return Annotated[wired, msgspec.Meta(**meta)] if meta else wired
 
 
-_NO_CONTEXT = ContextWire()
+def _struct(model: type[BaseModel], name: str, *, frozen: bool = False,
+            namespace: dict[str, Any] | None = None) -> Any:
+    checked = {f for v in model.__pydantic_decorators__.field_validators.values()
+               for f in v.info.fields}
+    if checked != _FIELD_VALIDATORS.get(model, set()) \
+            or model.__pydantic_decorators__.model_validators:
+        raise TypeError(f"{model.__name__} has a validator app/authorize/wire.py does not apply")
+    fields = []
+    for field_name, info in model.model_fields.items():
+        hint = _wire_type(info.annotation, info.metadata)
+        factory = info.default_factory
+        if info.default is not PydanticUndefined:
+            fields.append((field_name, hint, info.default))
+        elif factory in (dict, list):
+            fields.append((field_name, hint, factory()))  # an empty default msgspec copies
+        elif isinstance(factory, type) and issubclass(factory, BaseModel):
+            # A default value, not a factory: omitted when encoded again, as absent.
+            fields.append((field_name, hint, _STRUCTS[factory]()))
+        elif factory is None:
+            fields.append((field_name, hint))
+        else:
+            raise TypeError(f"{model.__name__}.{field_name}: a default_factory of {factory!r}")
+    struct = msgspec.defstruct(
+        name, fields, kw_only=True, frozen=frozen, forbid_unknown_fields=True,
+        # omit_defaults: encoded again, a decoded body holds only members it was sent,
+        # which is what the duplicate-key proof counts (app/edge/jsonkeys.py)
+        omit_defaults=True, namespace=namespace, module=__name__)
+    _STRUCTS[model] = struct
+    return struct
 
 
-class AuthorizeWire(_Strict):
-    """What decide() reads of an authorize request; AuthorizeIn has the same attributes."""
+def _within_limits(self: Any) -> bool:
+    """Whether the free-form fields are within edge/freeform.py's limits, which msgspec
+    cannot state: AuthorizeIn's FreeForm checks them with the same walk."""
+    problem = freeform.problem
+    return (problem(self.tool.args) is None and problem(self.context.metadata) is None
+            and problem(self.context.variables) is None)
 
-    tool: ToolWire
-    plan_id: Name | None = None
-    # Decoded as any JSON value, then replaced by the SafetyProfile pydantic builds from it
-    # (decode_authorize): one validator for profiles, wherever they arrive.
-    safety_profile: Any = None
-    layer: Literal["runtime", "skill", "changeset"] = "runtime"
-    explain: bool = False
-    # A default value, not a factory: omitted when encoded again, as absent.
-    context: ContextWire = _NO_CONTEXT
 
-    def core_context(self, *, plan_id: str | None, stored_read_only: bool) -> Context:
-        return core_context(self, plan_id=plan_id, stored_read_only=stored_read_only)
+def _core_context(self: Any, *, plan_id: str | None, stored_read_only: bool) -> Context:
+    return core_context(self, plan_id=plan_id, stored_read_only=stored_read_only)
 
-    def core_tool(self, registered: RegisteredTool | None) -> Tool:
-        return core_tool(self, registered)
 
-    def within_limits(self) -> bool:
-        """Whether the free-form fields are within edge/freeform.py's limits, which msgspec
-        cannot state: AuthorizeIn's FreeForm checks them with the same walk."""
-        problem = freeform.problem
-        return (problem(self.tool.args) is None and problem(self.context.metadata) is None
-                and problem(self.context.variables) is None)
+def _core_tool(self: Any, registered: RegisteredTool | None) -> Tool:
+    return core_tool(self, registered)
+
+
+CapabilityWire = _struct(CapabilityIn, "CapabilityWire")
+ToolWire = _struct(ToolIn, "ToolWire")
+ContextWire = _struct(ContextIn, "ContextWire", frozen=True)  # frozen: one shared default
+# What decide() reads of an authorize request; AuthorizeIn has the same attributes.
+AuthorizeWire = _struct(AuthorizeIn, "AuthorizeWire", namespace={
+    "core_context": _core_context, "core_tool": _core_tool, "within_limits": _within_limits})
 
 
 def _refused_root(wire: AuthorizeWire) -> bool:

@@ -82,7 +82,7 @@ async def test_body_over_one_mebibyte_is_413_and_changes_nothing(both_paths):
     ("/v1/profiles/p", {"safety": {"require_sandbox": 1}}, "safety.require_sandbox"),
     ("/v1/profiles/p", {"safety": {"max_retries_per_step": 101}}, "safety.max_retries_per_step"),
     ("/v1/profiles/p", {"safety": {"max_retries_per_step": -1}}, "safety.max_retries_per_step"),
-    ("/v1/profiles/p", {"safety": {"max_retries_per_step": 2.0}}, "safety.max_retries_per_step"),
+    ("/v1/profiles/p", {"safety": {"max_retries_per_step": 2.5}}, "safety.max_retries_per_step"),
     ("/v1/profiles/p", {"safety": {"max_cost_per_plan": -0.01}}, "safety.max_cost_per_plan"),
     ("/v1/profiles/p", {"safety": {"max_total_cost": "5"}}, "safety.max_total_cost"),
     ("/v1/profiles/p", {"safety": {"allowed_skill_categories": [""]}},

@@ -205,7 +205,7 @@ def test_valid_bodies_take_the_msgspec_path(body: dict[str, Any]) -> None:
     ({"tool": {"name": "t"}, "plan_id": "p", "safety_profile": {}}, "safety_profile"),
     ({"tool": {"name": "t"}, "safety_profile": {"max_retries_per_step": 101}},
      "safety_profile.max_retries_per_step"),
-    ({"tool": {"name": "t"}, "context": {"step_retry_count": 1.0}},
+    ({"tool": {"name": "t"}, "context": {"step_retry_count": 1.5}},
      "context.step_retry_count"),
     ({"tool": {"name": "t", "colour": "red"}}, "tool.colour"),
     ({"tool": {"name": "t"}, "context": {"sandbox_root": "/sandbox/.."}}, "context.sandbox_root"),
