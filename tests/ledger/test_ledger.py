@@ -239,3 +239,27 @@ async def test_decision_tests_run_on_the_cases_own_values(client):
     r = await client.post("/v1/test", json=cases)
     assert r.status_code == 200 and r.json()["ok"] is True, r.text
     assert (await client.get(f"/v1/plans/{plan}")).json()["ledger"]["held"] == 0.0
+
+
+async def test_a_projects_held_is_the_sum_over_its_plans(client):
+    """docs/ledger.md: a project's spent and held are over its plans (issue 30 item 14: a
+    project once read held 0 while a plan held 1). Plans limited per plan, per project, and
+    by a profile of the plan's own all add their holds to the project's."""
+    per_plan = await plan_with(client, project="sums", max_cost_per_plan=10)
+    per_project = await plan_with(client, project="sums", max_total_cost=10)
+    r = await client.post("/v1/plans", json={"action_id": "run-sums", "safety_profile": {
+        "require_human_approval": False, "require_sandbox": False,
+        "require_checkpoints": False, "max_cost_per_plan": 10}})
+    assert r.status_code == 201, r.text
+    own = r.json()["plan_id"]
+    held = {}
+    for plan, estimate in ((per_plan, 1.0), (per_project, 2.0), (own, 4.0)):
+        allowed = await authorize(client, call(plan, estimated_cost=estimate))
+        assert allowed["allowed"], allowed
+        held[plan] = allowed["decision_id"]
+        assert (await client.get(f"/v1/plans/{plan}")).json()["ledger"]["held"] == estimate
+    r = await client.get("/v1/projects/sums/ledger")
+    assert r.json() == {"project": "sums", "spent": 0.0, "held": 7.0}
+    await report(client, held[own], {"status": "succeeded", "cost": 0.5})
+    r = await client.get("/v1/projects/sums/ledger")
+    assert r.json() == {"project": "sums", "spent": 0.5, "held": 3.0}
