@@ -23,6 +23,7 @@ from app.edge.errors import Conflict, Forbidden, InvalidInput, NotFound
 from app.edge.openapi import errors
 from app.edge.routing import JSONRoute
 from app.kit.deps import CallerDep, Session, Sessions
+from app.kit.metrics import metric
 from app.kit.schemas import NAME_PATTERN
 from app.store.base import utcnow
 
@@ -118,14 +119,19 @@ async def get_approval(
     while waiting."""
     approval_id = approval_id[:64]
     row = await _read(sessions, approval_id, principal)
-    if wait is not None:
-        deadline = asyncio.get_running_loop().time() + wait
-        while state_of(row, utcnow()) == "pending":
-            remaining = deadline - asyncio.get_running_loop().time()
-            if remaining <= 0:
-                break
-            await approvals.wait(approval_id, remaining, until=row.expires_at)
-            row = await _read(sessions, approval_id, principal)
+    if wait is not None and state_of(row, utcnow()) == "pending":
+        waits = metric("approval_waits")
+        waits.inc()
+        try:
+            deadline = asyncio.get_running_loop().time() + wait
+            while state_of(row, utcnow()) == "pending":
+                remaining = deadline - asyncio.get_running_loop().time()
+                if remaining <= 0:
+                    break
+                await approvals.wait(approval_id, remaining, until=row.expires_at)
+                row = await _read(sessions, approval_id, principal)
+        finally:
+            waits.dec()
     return _json(approval_out(row))
 
 

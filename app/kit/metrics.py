@@ -79,6 +79,9 @@ def _definitions() -> dict[str, Any]:
         approvals_pending=Gauge("toolgate_approvals_pending", "Approvals waiting for a "
                                 "person (read at scrape time)",
                                 multiprocess_mode="mostrecent", registry=registry),
+        approval_waits=Gauge("toolgate_approval_waits", "Requests waiting on an approval "
+                             "(GET /v1/approvals/{id}?wait=S) now (all workers)",
+                             multiprocess_mode="livesum", registry=registry),
         http=Counter("toolgate_http_requests", "HTTP answers by route template and status",
                      ["route", "status"], registry=registry),
         storage_errors=Counter("toolgate_storage_errors", "Requests answered 503 "

@@ -30,7 +30,8 @@ class Metrics:
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
-        metrics.metric("queue_depth")  # made now: the scrape lists every metric at once
+        for name in ("queue_depth", "approval_waits"):
+            metrics.metric(name)  # made now: the scrape lists every metric at once
         self._task = asyncio.get_running_loop().create_task(self._run(),
                                                             name="toolgate-metrics")
 

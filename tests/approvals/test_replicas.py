@@ -52,6 +52,18 @@ async def _calls(urls: tuple[str, str], headers: dict, plan: str, n: int) -> lis
         return list(await asyncio.gather(*(one(i) for i in range(n))))
 
 
+async def _waiting_on(c: httpx.AsyncClient, url: str, seconds: float = 30.0) -> None:
+    """Until `url`'s GET /metrics shows a request waiting on an approval."""
+    deadline = time.monotonic() + seconds
+    while True:
+        scrape = (await c.get(f"{url}/metrics", headers=ADMIN)).text
+        if any(line.startswith("toolgate_approval_waits ") and float(line.split()[1]) >= 1
+               for line in scrape.splitlines()):
+            return
+        assert time.monotonic() < deadline, "no wait on the approval within 30 s"
+        await asyncio.sleep(0.02)
+
+
 def test_one_pending_one_allow_and_waits_across_replicas(replicas):
     a, b = replicas
     plan, agent, approver = _setup(a)
@@ -65,7 +77,7 @@ def test_one_pending_one_allow_and_waits_across_replicas(replicas):
         async with httpx.AsyncClient(timeout=40) as c:
             waiting = asyncio.create_task(
                 c.get(f"{b}/v1/approvals/{approval_id}?wait=30", headers=agent))
-            await asyncio.sleep(0.5)
+            await _waiting_on(c, b)  # b holds the wait: what follows must wake it
             assert not waiting.done()
             granted_at = time.monotonic()
             r = await c.post(f"{a}/v1/approvals/{approval_id}/grant", json={},

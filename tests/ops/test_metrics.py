@@ -55,7 +55,7 @@ async def test_decisions_counted_on_every_path(both_paths: httpx.AsyncClient) ->
     assert delta(before, after, "toolgate_http_requests_total", route="/v1/authorize-tool",
                  status="422") == 1
     for name in ("toolgate_log_queue_depth", "toolgate_approvals_pending",
-                 "toolgate_storage_errors_total"):
+                 "toolgate_approval_waits", "toolgate_storage_errors_total"):
         assert any(key[0] == name for key in after), name
 
 
