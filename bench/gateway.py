@@ -5,16 +5,21 @@ and the throughput with 16 concurrent clients, direct and through the gateway.
 
     .venv/bin/python bench/gateway.py                 # 500 calls each, 10 s of throughput
     .venv/bin/python bench/gateway.py --calls 2000 --seconds 20
+    .venv/bin/python bench/gateway.py --profile       # and where the gateway's CPU goes
 
 A real `toolgate serve` (SQLite, one worker), the recording upstream of tests/gateway over
 Streamable HTTP (recording off), the gateway on a Streamable HTTP listener; every client is
-the SDK's `Client`, one session each. Prints the table and writes
+the SDK's `Client`, one session each. Beside the bare authorize: the same with each allow's
+outcome reported as the gateway reports it (not awaited), and the pairs (authorize, then
+its outcome) toolgate serves per second to 16 concurrent HTTP clients: what any client that
+reports its outcomes costs toolgate, gateway or not. Prints the table and writes
 bench/results/gateway.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -81,7 +86,10 @@ async def throughput(url: str, token: str | None, name: str, seconds: float,
     return done / (time.monotonic() - start)
 
 
-async def authorize(url: str, token: str, plan_id: str, calls: int) -> list[float]:
+async def authorize(url: str, token: str, plan_id: str, calls: int,
+                    report: bool = False) -> list[float]:
+    """A bare authorize round trip; with `report`, each allow's outcome is then reported
+    as the gateway reports it (sent, not awaited before the next call)."""
     body = {"plan_id": plan_id, "tool": {"name": f"rec.{TOOL}", "args": ARGS, "capability": {
         "writes": False, "checkpointable": False, "unsafe": False}, "safety_category": "safe"},
         "context": {"sandbox_id": "rec", "sandbox_root": "/tmp"}}
@@ -90,12 +98,43 @@ async def authorize(url: str, token: str, plan_id: str, calls: int) -> list[floa
         for _ in range(20):
             (await http.post("/v1/authorize-tool", json=body)).raise_for_status()
         out = []
-        for _ in range(calls):
-            start = time.perf_counter()
-            answer = await http.post("/v1/authorize-tool", json=body)
-            out.append(time.perf_counter() - start)
-            assert answer.json()["allowed"] is True, answer.text
+        async with anyio.create_task_group() as reports:
+            for _ in range(calls):
+                start = time.perf_counter()
+                answer = await http.post("/v1/authorize-tool", json=body)
+                out.append(time.perf_counter() - start)
+                assert answer.json()["allowed"] is True, answer.text
+                if report:
+                    reports.start_soon(functools.partial(
+                        http.post, f"/v1/decisions/{answer.json()['decision_id']}/outcome",
+                        json={"status": "succeeded"}))
         return out
+
+
+async def pairs(url: str, token: str, plan_id: str, seconds: float,
+                clients: int = 16) -> float:
+    """Authorize, then report its outcome, in a loop on each of `clients` connections:
+    pairs per second."""
+    body = {"plan_id": plan_id, "tool": {"name": f"rec.{TOOL}", "args": ARGS, "capability": {
+        "writes": False, "checkpointable": False, "unsafe": False}, "safety_category": "safe"},
+        "context": {"sandbox_id": "rec", "sandbox_root": "/tmp"}}
+    done = 0
+
+    async def one(http: httpx.AsyncClient) -> None:
+        nonlocal done
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            answer = (await http.post("/v1/authorize-tool", json=body)).json()
+            (await http.post(f"/v1/decisions/{answer['decision_id']}/outcome",
+                             json={"status": "succeeded"})).raise_for_status()
+            done += 1
+
+    start = time.monotonic()
+    async with httpx.AsyncClient(base_url=url, headers={
+            "Authorization": f"Bearer {token}"}) as http, anyio.create_task_group() as tasks:
+        for _ in range(clients):
+            tasks.start_soon(one, http)
+    return done / (time.monotonic() - start)
 
 
 def main() -> int:
@@ -103,6 +142,9 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--profile", action="store_true",
+                        help="sample the gateway with py-spy (bench group) during one more "
+                             "run of --calls calls through it, and print where its CPU goes")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="toolgate-bench-gateway-"))
     from app.store import migrate
@@ -120,13 +162,18 @@ def main() -> int:
         gw = http_gateway(tg, folder, {"rec": {"url": direct_url, "trust_annotations": True,
                                                "sandbox": {"id": "rec", "root": "/tmp"}}})
         plan_id = tg.admin("POST", "/v1/plans", {"action_id": tg.action}).json()["plan_id"]
+        load_start = os.getloadavg()[0]
         print(f"== gateway bench: {args.calls} calls each, {os.cpu_count()} cores, "
-              f"load {os.getloadavg()[0]:.2f}")
+              f"load {load_start:.2f}")
         direct = anyio.run(latencies, direct_url, None, TOOL, args.calls)
         through = anyio.run(latencies, gw.url, gw.token, f"rec.{TOOL}", args.calls)
         bare = anyio.run(authorize, tg.url, tg.agent_token, plan_id, args.calls)
+        reported = anyio.run(authorize, tg.url, tg.agent_token, plan_id, args.calls, True)
         direct_rps = anyio.run(throughput, direct_url, None, TOOL, args.seconds)
         gateway_rps = anyio.run(throughput, gw.url, gw.token, f"rec.{TOOL}", args.seconds)
+        pairs_rps = anyio.run(pairs, tg.url, tg.agent_token, plan_id, args.seconds)
+        load_end = os.getloadavg()[0]
+        profile = _profile(gw, args.calls, folder) if args.profile else None
     finally:
         if gw is not None:
             stop_gateway(gw)
@@ -138,22 +185,62 @@ def main() -> int:
         "added_ms": {"p50": pct(through, .5) - pct(direct, .5),
                      "p99": pct(through, .99) - pct(direct, .99)},
         "authorize_ms": {"p50": pct(bare, .5), "p99": pct(bare, .99)},
-        "throughput_16_clients": {"direct": direct_rps, "gateway": gateway_rps},
-        "loadavg": os.getloadavg()[0], "calls": args.calls,
+        "authorize_with_outcomes_ms": {"p50": pct(reported, .5), "p99": pct(reported, .99)},
+        "throughput_16_clients": {"direct": direct_rps, "gateway": gateway_rps,
+                                  "authorize_and_outcome_pairs": pairs_rps},
+        "loadavg": load_start, "loadavg_end": load_end, "calls": args.calls,
     }
+    if profile is not None:
+        out["gateway_profile"] = profile
     out["added_p50_over_authorize_p50"] = out["added_ms"]["p50"] / out["authorize_ms"]["p50"]
     print(f"{'':28}{'p50 ms':>10}{'p99 ms':>10}")
     for label, key in (("direct call", "direct_ms"), ("through the gateway", "gateway_ms"),
                        ("added by the gateway", "added_ms"),
-                       ("bare POST /v1/authorize-tool", "authorize_ms")):
+                       ("bare POST /v1/authorize-tool", "authorize_ms"),
+                       ("  each followed by an outcome", "authorize_with_outcomes_ms")):
         print(f"{label:28}{out[key]['p50']:>10.2f}{out[key]['p99']:>10.2f}")
     ratio = out["added_p50_over_authorize_p50"]
     print(f"added p50 / authorize p50: {ratio:.2f} (goal <= 2)")
     print(f"16 clients: direct {direct_rps:.0f} calls/s, through the gateway "
-          f"{gateway_rps:.0f} calls/s")
+          f"{gateway_rps:.0f} calls/s; toolgate alone: {pairs_rps:.0f} authorize+outcome "
+          f"pairs/s")
+    print(f"load average {load_start:.2f} at the start, {load_end:.2f} at the end")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "gateway.json").write_text(json.dumps(out, indent=2) + "\n")
     return 0
+
+
+def _profile(gw, calls: int, folder: Path) -> dict:
+    """py-spy on the gateway process (Python CPU, GIL holders) while `calls` calls go
+    through it: where one call's time in the gateway goes (bench/profile.py's summary)."""
+    import threading
+
+    from bench import profile
+
+    if (why := profile.ensure_py_spy()) is not None:
+        raise SystemExit(why)
+    out = folder / "gateway-profile.txt"
+    seconds = max(5.0, calls * 0.05)
+    sampler = threading.Thread(target=profile.record, args=(gw.proc.pid, seconds, out))
+    sampler.start()
+    time.sleep(1.0)  # py-spy attaches
+    end = time.monotonic() + seconds - 1.5
+
+    async def drive() -> int:
+        done = 0
+        async with http_client(gw.url, gw.token) as client:
+            while time.monotonic() < end:
+                await client.call_tool(f"rec.{TOOL}", ARGS)
+                done += 1
+        return done
+
+    done = anyio.run(drive)
+    sampler.join()
+    summary = profile.summarise(out.read_text())
+    summary["calls"] = done
+    print(f"== the gateway's CPU over {done} calls (one client, py-spy):")
+    profile.print_summary(summary)
+    return summary
 
 
 def _answers(url: str) -> bool:

@@ -108,6 +108,13 @@ class Gate:
                                                                                   tool.name)}))
         return tools
 
+    def input_schema(self, name: str) -> dict[str, Any] | None:
+        """The listed input schema of SERVER.TOOL (None: unknown, nothing to check)."""
+        split = mapping.split_name(name)
+        upstream = self.upstreams.get(split[0]) if split is not None else None
+        tool = upstream.tools.get(split[1]) if upstream is not None and split else None
+        return tool.input_schema if tool is not None and upstream.up else None
+
     # -- tools/call ------------------------------------------------------------------------
 
     async def _decide(self, body: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from toolgate_client import AsyncClient
 
 from app.gateway.calls import Gate
 from app.gateway.config import GatewayConfig, HttpListen
-from app.gateway.server import build_server
+from app.gateway.server import ToolsChanged, build_server
 from app.gateway.upstream import Upstream
 
 log = logging.getLogger("toolgate.gateway")
@@ -63,15 +63,18 @@ async def serve(config: GatewayConfig) -> None:
     # retries=2: a 502/503/504 or a dropped connection is tried again within the timeout;
     # past it the call fails closed.
     toolgate = AsyncClient(config.toolgate.url, token, timeout=config.toolgate.timeout_seconds)
-    upstreams = {name: Upstream(name, server, config.deadline(name))
+    tools_changed = ToolsChanged()
+    upstreams = {name: Upstream(name, server, config.deadline(name),
+                                on_change=tools_changed.changed)
                  for name, server in config.servers.items()}
     gate = Gate(config, toolgate, upstreams)
     try:
         await gate.ensure_plan()
     except Exception as exc:  # toolgate down at start: calls fail closed until it is back
         log.warning("gateway: no plan yet (calls fail closed until one is made): %s", exc)
-    server = build_server(gate)
+    server = build_server(gate, tools_changed)
     async with toolgate, anyio.create_task_group() as tasks:
+        tasks.start_soon(tools_changed.run)
         for upstream in upstreams.values():
             tasks.start_soon(upstream.supervise)
         with anyio.move_on_after(FIRST_CONNECT_SECONDS):

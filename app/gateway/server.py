@@ -5,18 +5,29 @@ Confirmation (check 9) goes to the client's user by form elicitation: inline
 (`elicitation/create`) on a handshake-era session (2025-11-25), or as an
 `InputRequiredResult` on 2026-07-28, whose retry carries the answer and a request state
 the gateway signed over the call's name and arguments (a retry for other arguments, or
-with a state it did not issue, is asked again)."""
+with a state it did not issue, is asked again).
+
+The tool list changes (an upstream goes down or comes back, or lists other tools): every
+client is told, `notifications/tools/list_changed` on each handshake-era connection's
+own channel, and the same event on the `subscriptions/listen` streams of 2026-07-28
+clients; both eras see `tools.listChanged: true` in the capabilities."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import json
+import logging
 import secrets
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
+from mcp.server.connection import Connection
+from mcp.server.lowlevel import NotificationOptions
+from mcp.server.models import InitializationOptions
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from app import __version__
@@ -28,6 +39,9 @@ SCHEMA = {"type": "object",
                                      "description": "Run this call?"}},
           "required": ["confirm"]}
 ELICITATION = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+NOTIFY_SECONDS = 5.0  # one client's channel that does not take a notification is skipped
+
+log = logging.getLogger("toolgate.gateway")
 
 
 def _message(name: str, args: dict[str, Any]) -> str:
@@ -66,8 +80,67 @@ class _States:
         return None
 
 
-def build_server(gate: Gate) -> Server[Any]:
+class ToolsChanged:
+    """Tells every connected client that the tool list changed. `changed()` is called by
+    the upstreams (synchronously); `run()` sends, coalescing what came in meanwhile, so a
+    client that lists again on the notification sees the list as it is now."""
+
+    def __init__(self) -> None:
+        self.bus = InMemorySubscriptionBus()  # 2026-07-28: subscriptions/listen streams
+        self._connections: set[Connection] = set()  # 2025-11-25: initialized connections
+        self._pending: anyio.Event | None = None
+        self._early = False  # changed before run() started
+
+    def changed(self) -> None:
+        if self._pending is None:
+            self._early = True
+        else:
+            self._pending.set()
+
+    def track(self, connection: Connection) -> None:
+        """A handshake-era connection, until it closes."""
+        self._connections.add(connection)
+        connection.exit_stack.callback(self._connections.discard, connection)
+
+    async def run(self) -> None:
+        self._pending = anyio.Event()
+        if self._early:
+            self._pending.set()
+        while True:
+            await self._pending.wait()
+            self._pending = anyio.Event()
+            await self.bus.publish(ToolsListChanged())
+            for connection in list(self._connections):
+                with anyio.move_on_after(NOTIFY_SECONDS):
+                    await connection.send_tool_list_changed()  # never raises
+
+
+class _GatewayServer(Server[Any]):
+    """The SDK's low-level server declaring `tools.listChanged` to handshake-era clients
+    (on 2026-07-28 the SDK derives it from the listen handler), on every listener: the
+    HTTP session manager asks for the options without arguments."""
+
+    def create_initialization_options(
+            self, notification_options: NotificationOptions | None = None,
+            experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+            extensions: dict[str, dict[str, Any]] | None = None) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities, extensions)
+
+
+def _connection(ctx: ServerRequestContext[Any]) -> Connection | None:
+    # The SDK (2.3) gives handlers the per-request ServerSession, not the Connection
+    # behind it; the connection is what outlives the request (its standalone channel
+    # and its exit stack). Checked: a missing attribute disables only the
+    # notifications, and tests/gateway/test_list_changed.py fails.
+    connection = getattr(ctx.session, "_connection", None)
+    return connection if isinstance(connection, Connection) else None
+
+
+def build_server(gate: Gate, tools_changed: ToolsChanged | None = None) -> Server[Any]:
     states = _States()
+    tools_changed = tools_changed or ToolsChanged()
 
     async def on_list_tools(ctx: ServerRequestContext[Any],
                             params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -102,7 +175,23 @@ def build_server(gate: Gate) -> Server[Any]:
 
         return await gate.call(params.name, args, confirm if can_elicit else None)
 
-    return Server("toolgate-gateway", version=__version__,
-                  instructions="Tools of the servers behind this gateway, named SERVER.TOOL; "
-                               "every call is decided by toolgate first.",
-                  on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+    async def on_initialized(ctx: ServerRequestContext[Any],
+                             params: types.NotificationParams) -> None:
+        connection = _connection(ctx)
+        if connection is not None and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            tools_changed.track(connection)
+        elif connection is None:
+            log.warning("gateway: this client will not be told when the tool list changes")
+
+    server = _GatewayServer(
+        "toolgate-gateway", version=__version__,
+        instructions="Tools of the servers behind this gateway, named SERVER.TOOL; "
+                     "every call is decided by toolgate first.",
+        on_list_tools=on_list_tools, on_call_tool=on_call_tool,
+        on_subscriptions_listen=ListenHandler(tools_changed.bus),
+        # The Mcp-Param header check of a 2026-07-28 HTTP call reads the tool's schema
+        # here instead of running the whole tools/list handler for every call.
+        get_tool_input_schema=gate.input_schema)
+    server.add_notification_handler("notifications/initialized", types.NotificationParams,
+                                    on_initialized)
+    return server

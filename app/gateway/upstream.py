@@ -5,16 +5,22 @@ While it is up its tools are listed; when it cannot be reached, crashes, or miss
 call's deadline it is marked down (one log line), its tools leave the list, and the
 supervisor reconnects with exponential backoff. The last tools seen are kept so that a
 call to a known tool of a down server is still decided and then reported as
-`execution_failed`, never forwarded anywhere."""
+`execution_failed`, never forwarded anywhere.
+
+Every change of what it lists (up, down, a different listing, read again when the server
+says `notifications/tools/list_changed` or, on 2026-07-28, on its `subscriptions/listen`
+stream) calls `on_change`: the gateway tells its own clients (server.py)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from app.gateway.config import ServerConfig
 
@@ -31,15 +37,18 @@ class UpstreamUnavailable(Exception):
 
 
 class Upstream:
-    def __init__(self, name: str, config: ServerConfig, deadline: float) -> None:
+    def __init__(self, name: str, config: ServerConfig, deadline: float,
+                 on_change: Callable[[], None] = lambda: None) -> None:
         self.name = name
         self.config = config
         self.deadline = deadline
+        self.on_change = on_change  # what it lists changed (synchronous, must not raise)
         self.tools: dict[str, types.Tool] = {}  # the last listing seen (kept while down)
         self.up = False
         self.reason = "not connected yet"
         self._client: Client | None = None
-        self._broken = anyio.Event()
+        self._broken = False
+        self._wake = anyio.Event()  # marked broken, or the server said its list changed
         self._ready = anyio.Event()  # set after the first attempt, whatever its result
 
     def _target(self) -> Any:
@@ -69,10 +78,12 @@ class Upstream:
             delay = min(delay * 2, BACKOFF_MAX)
 
     async def _session(self) -> None:
-        self._broken = anyio.Event()
+        self._broken = False
+        self._wake = anyio.Event()
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(self._handshake_watchdog)
-            async with Client(self._target(), cache=None, mode="auto") as client:
+            async with Client(self._target(), cache=None, mode="auto",
+                              message_handler=self._on_message) as client:
                 try:
                     listing = await _list_all(client)
                     self.tools = {tool.name: tool for tool in listing}
@@ -80,11 +91,16 @@ class Upstream:
                     self.up = True
                     self.reason = ""
                     log.info("gateway: upstream %s up, %d tools", self.name, len(self.tools))
+                    self.on_change()
                     self._ready.set()
+                    if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                        tasks.start_soon(self._listen, client)
                     await self._watch(client)
                 finally:
                     self._client = None
-                    self.up = False
+                    if self.up:
+                        self.up = False
+                        self.on_change()
 
     async def _handshake_watchdog(self) -> None:
         await anyio.sleep(CONNECT_SECONDS)
@@ -93,27 +109,54 @@ class Upstream:
 
     async def _watch(self, client: Client) -> None:
         """Until marked broken, or a listing goes unanswered (`ping` is gone from
-        2026-07-28; listing the tools also notices a changed list)."""
+        2026-07-28; listing the tools also notices a changed list): listed again every
+        HEALTH_SECONDS, and at once when the server says its list changed."""
         while True:
             with anyio.move_on_after(HEALTH_SECONDS):
-                await self._broken.wait()
-            if self._broken.is_set():
+                await self._wake.wait()
+            self._wake = anyio.Event()
+            if self._broken:
                 raise UpstreamUnavailable(self.reason or "marked down")
             with anyio.fail_after(min(self.deadline, 10.0)):
                 listing = await _list_all(client)
-            self.tools = {tool.name: tool for tool in listing}
+            tools = {tool.name: tool for tool in listing}
+            if list(tools.values()) != list(self.tools.values()):
+                self.tools = tools
+                log.info("gateway: upstream %s lists %d tools now", self.name, len(tools))
+                self.on_change()
+
+    async def _on_message(self, message: Any) -> None:
+        """The session's notifications (2025-11-25): a changed list is read again."""
+        if isinstance(message, types.ToolListChangedNotification):
+            self._wake.set()
+
+    async def _listen(self, client: Client) -> None:
+        """2026-07-28: change notifications come on a `subscriptions/listen` stream.
+        A server without one is still listed every HEALTH_SECONDS."""
+        try:
+            async with client.listen(tools_list_changed=True) as events:
+                async for _ in events:
+                    self._wake.set()
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:  # noqa: BLE001 - the health listing still notices changes
+            log.debug("gateway: upstream %s: no listen stream: %s", self.name, _text(exc))
 
     def _down(self, reason: str) -> None:
+        was_up = self.up
         if self.up or self.reason != reason:
             log.warning("gateway: upstream %s down (its tools leave the list): %s",
                         self.name, reason)
         self.up = False
         self.reason = reason
+        if was_up:
+            self.on_change()
 
     def mark_broken(self, reason: str) -> None:
         """Out of the list at once; the supervisor reconnects."""
         self._down(reason)
-        self._broken.set()
+        self._broken = True
+        self._wake.set()
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
         """Forward one call within the deadline; UpstreamUnavailable when it cannot be

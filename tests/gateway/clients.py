@@ -34,9 +34,17 @@ def decline(answers: list[str]):
 
 
 @asynccontextmanager
-async def http_client(url: str, token: str, **options: Any) -> AsyncIterator[Client]:
+async def http_client(url: str, token: str, *, get_stream: Any = None,
+                      **options: Any) -> AsyncIterator[Client]:
+    """`get_stream`, an anyio.Event: set once the server has answered the standalone GET
+    (the SSE stream a 2025-11-25 session's notifications come on)."""
+    async def opened(response: httpx2.Response) -> None:
+        if response.request.method == "GET" and response.status_code == 200:
+            get_stream.set()
+
+    hooks = {"response": [opened]} if get_stream is not None else None
     async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
-                                  timeout=httpx2.Timeout(120)) as http:
+                                  timeout=httpx2.Timeout(120), event_hooks=hooks) as http:
         async with Client(streamable_http_client(url, http_client=http), cache=None,
                           **options) as client:
             yield client

@@ -1,9 +1,12 @@
 """A small MCP server built with the SDK that records every call it receives (one JSON line
 per call, written and fsynced before the tool runs): the proof that nothing reached an
-upstream without an allow. `python recording_server.py RECORD [--http PORT]` (RECORD `-`: none).
+upstream without an allow. `python recording_server.py RECORD [--http PORT] [--legacy]`
+(RECORD `-`: none; `--legacy`: over HTTP, 2025-11-25 only, as the npm servers are).
 
 Tools: `read_note` (read-only), `write_note` (destructive), `fail` (answers isError),
-`crash` (the process exits mid-call), `hang` (never answers), `echo` (no annotations)."""
+`crash` (the process exits mid-call), `hang` (never answers), `echo` (no annotations),
+`grow` (adds a tool `grown_N` and says the list changed: `notifications/tools/list_changed`
+on 2025-11-25, its `subscriptions/listen` stream on 2026-07-28)."""
 
 from __future__ import annotations
 
@@ -15,9 +18,12 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 RECORD = sys.argv[1]
 NOTES: dict[str, str] = {}
+BUS = InMemorySubscriptionBus()
 
 
 def _record(name: str, arguments: dict[str, Any]) -> None:
@@ -46,6 +52,8 @@ TOOLS = [
     types.Tool(name="hang", description="Never answers", input_schema=_schema(),
                annotations=types.ToolAnnotations(read_only_hint=True)),
     types.Tool(name="echo", description="Echoes its arguments", input_schema=_schema()),
+    types.Tool(name="grow", description="Adds a tool", input_schema=_schema(),
+               annotations=types.ToolAnnotations(read_only_hint=True)),
 ]
 
 
@@ -62,6 +70,15 @@ async def on_call_tool(ctx: ServerRequestContext[Any],
         os._exit(3)
     if params.name == "hang":
         await anyio.sleep_forever()
+    if params.name == "grow":
+        name = f"grown_{sum(t.name.startswith('grown_') for t in TOOLS) + 1}"
+        TOOLS.append(types.Tool(name=name, description="A grown tool", input_schema=_schema(),
+                                annotations=types.ToolAnnotations(read_only_hint=True)))
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            await BUS.publish(ToolsListChanged())
+        else:
+            await ctx.session.send_tool_list_changed()
+        return types.CallToolResult(content=[types.TextContent(text=name)])
     if params.name == "fail":
         return types.CallToolResult(content=[types.TextContent(text="it failed")],
                                     is_error=True)
@@ -75,7 +92,29 @@ async def on_call_tool(ctx: ServerRequestContext[Any],
     return types.CallToolResult(content=[types.TextContent(text=text)])
 
 
-server = Server("recording", on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+def input_schema(name: str) -> dict[str, Any] | None:
+    return next((t.input_schema for t in TOOLS if t.name == name), None)
+
+
+server = Server("recording", on_list_tools=on_list_tools, on_call_tool=on_call_tool,
+                on_subscriptions_listen=ListenHandler(BUS), get_tool_input_schema=input_schema)
+
+
+class LegacyOnly:
+    """Refuses 2026-07-28 requests (HTTP 400, no JSON-RPC body): a client in `auto` mode
+    falls back to the 2025-11-25 handshake, as with the npm reference servers."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        headers = dict(scope.get("headers") or []) if scope["type"] == "http" else {}
+        if headers.get(b"mcp-protocol-version", b"").decode() in MODERN_PROTOCOL_VERSIONS:
+            await send({"type": "http.response.start", "status": 400,
+                        "headers": [(b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": b"2025-11-25 only"})
+            return
+        await self.app(scope, receive, send)
 
 
 async def main() -> None:
@@ -83,7 +122,9 @@ async def main() -> None:
         import uvicorn
 
         port = int(sys.argv[sys.argv.index("--http") + 1])
-        app = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
+        app: Any = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
+        if "--legacy" in sys.argv:
+            app = LegacyOnly(app)
         await uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
                                             log_level="warning")).serve()
         return

@@ -1,8 +1,9 @@
 """Faults (SPEC §14 "Fail closed", issue 32): toolgate stopped mid-session, toolgate
 answering 503 or a malformed decision, an upstream that crashes, one that hangs past the
 deadline, the gateway SIGKILLed during a call. In every case the recording upstream proves
-that nothing reached it without an allow recorded for exactly that call. On SQLite (the
-done-when scenario runs on both databases: test_filesystem.py)."""
+that nothing reached it without an allow recorded for exactly that call. On SQLite and
+Postgres (tests/gateway/conftest.py's module_database): one toolgate, one proxy and one
+gateway per database, shared by the module's tests."""
 
 from __future__ import annotations
 
@@ -32,15 +33,6 @@ from tests.serving import stop
 
 pytestmark = pytest.mark.slow
 DEADLINE = 3
-
-
-@pytest.fixture(scope="module", params=["sqlite"])
-def module_database(request, tmp_path_factory, sqlite_template) -> Iterator[str]:
-    import shutil
-
-    path = tmp_path_factory.mktemp("gwdb") / "toolgate.db"
-    shutil.copyfile(sqlite_template, path)
-    yield f"sqlite+aiosqlite:///{path}"
 
 
 class Proxy:
@@ -96,7 +88,9 @@ def proxy(toolgate: Toolgate) -> Iterator[Proxy]:
 
 
 @pytest.fixture(scope="module")
-def record(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def record(toolgate: Toolgate, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One per database (through `toolgate`): each run's record is proved against its own
+    decisions."""
     return tmp_path_factory.mktemp("rec") / "calls.jsonl"
 
 

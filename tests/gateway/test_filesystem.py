@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from tests.gateway.clients import (
@@ -147,6 +148,13 @@ async def test_no_call_gets_through_while_toolgate_is_down(
             read = await client.call_tool("fs.read_text_file",
                                           {"path": str(folders["work"] / "notes.txt")})
             made = await client.call_tool("fs.create_directory", {"path": str(target)})
+            # The independent client too: a call toolgate would allow is not made.
+            by_inspector = folders["work"] / "inspector-while-down"
+            code, answer, err = await anyio.to_thread.run_sync(lambda: inspector(
+                [gateway.url], folders["root"] / "inspector-home", "--transport", "http",
+                "--header", f"Authorization: Bearer {gateway.token}", "--method",
+                "tools/call", "--tool-name", "fs.create_directory", "--tool-arg",
+                f"path={by_inspector}"))
         finally:
             toolgate.restart()
         for result in (read, made):
@@ -155,6 +163,9 @@ async def test_no_call_gets_through_while_toolgate_is_down(
             assert decision_meta(result)["decision_id"] is None
         assert "hello" not in text(read)
         assert not target.exists()
+        assert answer is not None and answer.get("isError") is True, (code, answer, err)
+        assert "ToolgateUnavailableError" in str(answer)
+        assert not by_inspector.exists()
         # Back up: the same session works again.
         again = await client.call_tool("fs.read_text_file",
                                        {"path": str(folders["work"] / "notes.txt")})
@@ -193,3 +204,11 @@ def test_the_inspector_cli_as_an_independent_client(
     assert answer is not None and answer.get("isError") is True, (code, answer, err)
     assert "confirmation_required" in str(answer)
     assert not target.exists()
+    escape = folders["outside"] / "by-inspector"
+    code, answer, err = inspector(
+        [gateway.url], home, "--transport", "http", "--header",
+        f"Authorization: Bearer {gateway.token}", "--method", "tools/call",
+        "--tool-name", "fs.create_directory", "--tool-arg", f"path={escape}")
+    assert answer is not None and answer.get("isError") is True, (code, answer, err)
+    assert "sandbox_path_escape" in str(answer)
+    assert not escape.exists()
