@@ -144,8 +144,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                   rate_limiter=auth.rate_limiter, limit=settings.max_body_bytes)
         state.approvals, state.background = approvals, background
         state.ledger = ledger
-        state.hooks = Hooks(authorizer=authorizer, decision_log=decision_log, sessions=sessions,
-                            ledger=ledger, allow_inline_profiles=settings.allow_inline_profiles)
+        state.hooks = Hooks(pipeline=state.pipeline, decision_log=decision_log,
+                            sessions=sessions, ledger=ledger,
+                            allow_inline_profiles=settings.allow_inline_profiles)
         state.replayer = Replayer(sessions=sessions, plans=plans,
                                   max_records=settings.replay_max_records)
         state.metrics = metrics
@@ -156,8 +157,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.fast_path.attach(pipeline=state.pipeline, decision_log=decision_log,
                                  tally=app.tally, access_log=settings.access_log)
         if isinstance(app, ToolgateApp) and app.hook_path is not None:
-            app.hook_path.attach(hooks=state.hooks, authenticator=auth.authenticator,
-                                 rate_limiter=auth.rate_limiter)
+            app.hook_path.attach(hooks=state.hooks, pipeline=state.pipeline)
         # Everything allocated so far lives as long as the process: keep it out of the
         # cyclic GC's full collections, which otherwise walk ~120k start-up objects
         # (~45 ms, a pause every in-flight request waits for) again and again.

@@ -5,6 +5,8 @@ pipeline decides).
     head(headers)                  the head's checks, before the body is read
     step(headers, body)  -> Answer | NeedsIO, or raises the request's error
     await finish(needs)  -> Answer, or raises the request's error
+    await admit(headers, path, rule) -> Principal   key, rate limit, role alone; then
+    decide(request, principal, caller) -> Answer | NeedsIO, and finish   (the hooks)
 
 `step` is synchronous: key (from memory) -> rate limit -> role and scoping
 (auth.access.require_role, `unscoped_only` included) -> decode (msgspec's one pass, else
@@ -20,6 +22,9 @@ The transports, each a thin adapter:
   in the ASGI scope (`OUTCOME`), to
 - the plain-ASGI route (app/authorize/hotpath.py `FastAuthorize`): reads the body, `step`
   (or the protocol's outcome), `finish`, renders errors, records, answers;
+- the coding-agent hooks (app/hooks/asgi.py and app/hooks/service.py): `admit` for the
+  key, rate limit and role of POST /v1/hooks/claude-code, then the hook body's authorize
+  request through `decide` and `finish`, as any other;
 - the FastAPI route (app/authorize/routes.py): the OpenAPI declaration. FastAPI has
   authenticated the key and checked its role (app/auth/deps.py, the same auth.access
   functions) and validated the body (AuthorizeIn): it calls `decide` and `finish`.
@@ -36,7 +41,7 @@ import orjson
 
 from app.auth.access import bearer_secret, one_authorization, require_role
 from app.auth.keys import Principal, hash_secret
-from app.auth.roles import rule_for
+from app.auth.roles import Rule, rule_for
 from app.authorize.service import Authorizer, check_authorize, decide
 from app.authorize.wire import decode_authorize, decode_authorize_json
 from app.edge.middleware import refuse_declared, strict_json, too_large
@@ -137,11 +142,31 @@ class Pipeline:
                                  cache=authorizer.plans, registry=authorizer.registry)
         return answer
 
-    def _keyed(self, headers: dict[bytes, bytes], raw: bytes,
-               principal: Principal) -> Answer | NeedsIO:
+    async def admit(self, raw_headers: list[tuple[bytes, bytes]],
+                    headers: dict[bytes, bytes], *, path: str,
+                    rule: tuple[str | None, Rule]) -> Principal:
+        """The key -> rate limit -> role steps alone, for `POST path` (its `rule`): for a
+        transport whose body is not an authorize request (the coding-agent hooks,
+        app/hooks/asgi.py), which then builds the request and goes on with `decide` and
+        `finish`. Raises the request's error, as `head` and `step` do."""
+        one_authorization(raw_headers, headers)
+        header = headers.get(b"authorization", b"")
+        key_hash, principal = self._remembered(header)
+        if principal is None:
+            principal = await self.authenticator.look_up(key_hash)
+            _remember_hash(header, key_hash)
+        self._admitted(principal, path, rule)
+        return principal
+
+    def _admitted(self, principal: Principal, path: str,
+                  rule: tuple[str | None, Rule]) -> None:
         if self.rate_limiter is not None:
             self.rate_limiter.take(principal.key_id)
-        require_role(principal, "POST", PATH, RULE)
+        require_role(principal, "POST", path, rule)
+
+    def _keyed(self, headers: dict[bytes, bytes], raw: bytes,
+               principal: Principal) -> Answer | NeedsIO:
+        self._admitted(principal, PATH, RULE)
         request = decode_authorize_json(raw)
         if request is None:  # refused or unusual: orjson and AuthorizeIn say what it is
             request = decode_authorize(strict_json(raw))

@@ -1,9 +1,11 @@
 """POST /v1/hooks/claude-code answered as plain ASGI, ahead of FastAPI's middleware stack
 and router, as the hot route is (app/authorize/hotpath.py): every tool call of a coding
 agent asks it, and FastAPI's route matching and dependency solving cost several times the
-decision (bench/hooks.py). The steps are the FastAPI route's (app/hooks/routes.py), made of
-the same functions: body (limit) -> key (auth.access, the Authenticator; the rate limiter)
--> role (auth.access.require_role) -> Hooks.answer -> 200; any failure -> Hooks' deny.
+decision (bench/hooks.py). A thin adapter over the authorize pipeline
+(app/authorize/pipeline.py): body (limit) -> the pipeline's `admit` (key, rate limit, the
+hook route's role) -> Hooks.answer, whose decision is the pipeline's `decide` / `finish`
+-> 200; any failure -> Hooks' deny, never a 4xx or 5xx (Claude Code runs a call whose hook
+fails).
 ToolgateApp (app/main.py) wraps it in kit.observe.observed (X-Request-ID, metrics, access
 line) like every other answer. The FastAPI route serves the OpenAPI document and any
 server run with TOOLGATE_FAST_PATH=false."""
@@ -16,8 +18,8 @@ from urllib.parse import parse_qs
 
 import orjson
 
-from app.auth.access import authorization, bearer_secret, require_role
 from app.auth.roles import rule_for
+from app.authorize.pipeline import Pipeline
 from app.edge.middleware import read_body
 from app.edge.observe import SCOPE_KEY
 from app.hooks.claude import Undecidable
@@ -36,11 +38,10 @@ class HookPath:
     def __init__(self, *, limit: int) -> None:
         self.limit = limit
         self.hooks: Hooks | None = None  # None until attached: not serving yet
-        self.authenticator: Any = None
-        self.rate_limiter: Any = None
+        self.pipeline: Pipeline | None = None
 
-    def attach(self, *, hooks: Hooks, authenticator: Any, rate_limiter: Any) -> None:
-        self.hooks, self.authenticator, self.rate_limiter = hooks, authenticator, rate_limiter
+    def attach(self, *, hooks: Hooks, pipeline: Pipeline) -> None:
+        self.hooks, self.pipeline = hooks, pipeline
 
     @staticmethod
     def handles(scope: dict) -> bool:
@@ -54,13 +55,10 @@ class HookPath:
             if raw is None:
                 return  # the client went away
             event = peek_event(raw)
-            hooks = self.hooks
-            assert hooks is not None, "attached by the lifespan before serving"
-            header = authorization(scope["headers"]).decode("latin-1")
-            principal = await self.authenticator.authenticate(bearer_secret(header))
-            if self.rate_limiter is not None:
-                self.rate_limiter.take(principal.key_id)
-            require_role(principal, "POST", PATH, _RULE)
+            hooks, pipeline = self.hooks, self.pipeline
+            assert hooks is not None and pipeline is not None, "attached before serving"
+            principal = await pipeline.admit(scope["headers"], dict(scope["headers"]),
+                                             path=PATH, rule=_RULE)
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
             answer = await hooks.answer(
                 raw, plan_id=_one(query, "plan_id", event), action=_one(query, "action", event),

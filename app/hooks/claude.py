@@ -55,7 +55,14 @@ class HookCall:
 
 def decided_name(agent_tool: str) -> str:
     """`mcp__S__T` is the MCP gateway's `S.T` (SPEC §14): one registry entry, one name in
-    stats and replay, whichever way the call came. Every other tool keeps its name."""
+    stats and replay, whichever way the call came. Every other tool keeps its name.
+
+    S is the text up to the first `__` after `mcp__`, T all the rest, as Claude Code
+    itself reads the name (2.1: `split("__")`, the server the first part, the tool the
+    others joined again). Claude Code has already turned every
+    character of the server's and the tool's names outside [A-Za-z0-9_-] into `_`, which
+    cannot be undone: a tool `a.b` of server S is decided as `S.a_b`, and is registered
+    under that name (docs/coding-agents.md, "MCP tools")."""
     if agent_tool.startswith(MCP_PREFIX):
         server, sep, tool = agent_tool[len(MCP_PREFIX):].partition("__")
         if sep and server and tool:
@@ -73,6 +80,16 @@ def gateway_of(agent_tool: str, gateways: frozenset[str]) -> str | None:
         if sep and server in gateways:
             return server
     return None
+
+
+def gateway_hint(agent_tool: str) -> str:
+    """For an unregistered `mcp__S__T`: how to say that S is toolgate's MCP gateway."""
+    if agent_tool.startswith(MCP_PREFIX):
+        server, sep, _ = agent_tool[len(MCP_PREFIX):].partition("__")
+        if sep and server:
+            return (f"; if the MCP server '{server}' is toolgate's MCP gateway, name it on "
+                    f"the hook URL, ?gateway={server}, and the gateway decides its calls")
+    return ""
 
 
 def session_plan_id(session_id: str) -> str:

@@ -1,6 +1,7 @@
-"""A hook call answered (SPEC §15): hook body -> authorize request -> the same decision
-entry point as POST /v1/authorize-tool (Authorizer.decide, then the decision log) -> the
-hook's answer; PostToolUse -> the outcome (§11) of the decision made for that tool_use_id.
+"""A hook call answered (SPEC §15): hook body -> authorize request -> the pipeline of
+POST /v1/authorize-tool (app/authorize/pipeline.py `decide`, `finish`), then the decision
+log -> the hook's answer; PostToolUse -> the outcome (§11) of the decision made for that
+tool_use_id.
 
 This is glue only: the decision, its record, plan use and outcome reports are the
 authorize, plans and ledger features' own functions.
@@ -17,7 +18,7 @@ from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.auth.keys import Principal
-from app.authorize.service import Authorizer
+from app.authorize.pipeline import NeedsIO, Pipeline
 from app.authorize.wire import decode_authorize
 from app.edge.errors import InvalidInput, ToolgateError
 from app.edge.handlers import validation_details
@@ -44,12 +45,12 @@ _NAME = re.compile(NAME_PATTERN)
 class Hooks:
     """What main.py's lifespan builds for the hook route, from the features' own state."""
 
-    __slots__ = ("authorizer", "decision_log", "sessions", "ledger", "allow_inline_profiles")
+    __slots__ = ("pipeline", "decision_log", "sessions", "ledger", "allow_inline_profiles")
 
-    def __init__(self, *, authorizer: Authorizer, decision_log: Any,
+    def __init__(self, *, pipeline: Pipeline, decision_log: Any,
                  sessions: async_sessionmaker[AsyncSession], ledger: Ledger,
                  allow_inline_profiles: bool) -> None:
-        self.authorizer = authorizer
+        self.pipeline = pipeline  # the one decision entry point (key, rate, role, decide)
         self.decision_log = decision_log
         self.sessions = sessions
         self.ledger = ledger
@@ -97,7 +98,7 @@ class Hooks:
                             caller: Caller) -> None:
         """The session's plan, created from `action` by its first call (plan use: the same
         request again is idempotent, on any replica). Its lock in memory: nothing read."""
-        lock = self.authorizer.plans.get(plan_id)
+        lock = self.pipeline.authorizer.plans.get(plan_id)
         if lock is not None:
             if lock.action_id != action:
                 raise Undecidable(f"this session's plan '{plan_id}' was made from action "
@@ -119,12 +120,16 @@ class Hooks:
             raise Undecidable(f"the tool call is not a valid authorize request: {fields}",
                               code="invalid_input", event=PRE) from None
         try:
-            response, record = await self.authorizer.decide(request, principal, caller)
+            decided = self.pipeline.decide(request, principal, caller)
+            if type(decided) is NeedsIO:
+                decided = await self.pipeline.finish(decided)
         except MissingCapability:
             raise Undecidable(f"tool '{call.tool}' is not in the registry, so toolgate does "
                               "not know what it does (apply examples/claude-code.yaml, or "
-                              "register it)", code="unregistered_tool", event=PRE) from None
-        await record_decisions(self.decision_log, [record])
+                              f"register it){claude.gateway_hint(call.agent_tool)}",
+                              code="unregistered_tool", event=PRE) from None
+        response = decided.answer
+        await record_decisions(self.decision_log, [decided.record])
         decision_id = response["decision_id"]
         deny = response["deny"]
         if deny is None:

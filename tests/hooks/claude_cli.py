@@ -16,6 +16,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 CLAUDE = HERE / "node_modules" / ".bin" / "claude"
 REQUIRE_ENV = "TOOLGATE_REQUIRE_CLAUDE_CODE"
+DEBUG_ENV = "TOOLGATE_CLAUDE_DEBUG_FILE"  # a path: every run appends Claude Code's debug log
 
 
 def require_claude() -> str:
@@ -53,8 +54,8 @@ def _settings(hook: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_claude(project: Path, home: Path, settings: dict[str, Any], prompt: str, *,
-               api: str, token: str, extra: list[str] = (), timeout: float = 120
-               ) -> dict[str, Any]:
+               api: str, token: str, extra: list[str] = (), timeout: float = 120,
+               more_env: dict[str, str] | None = None) -> dict[str, Any]:
     """One headless run in `project` (its cwd); Claude Code's JSON result."""
     claude = require_claude()
     (project / ".claude").mkdir(parents=True, exist_ok=True)
@@ -65,8 +66,10 @@ def run_claude(project: Path, home: Path, settings: dict[str, Any], prompt: str,
         "CLAUDE_CONFIG_DIR": str(home / ".claude"), "ANTHROPIC_BASE_URL": api,
         "ANTHROPIC_API_KEY": "sk-ant-test-dummy", "TOOLGATE_TOKEN": token,
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
-        "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1",
+        "DISABLE_AUTOUPDATER": "1", "DISABLE_ERROR_REPORTING": "1", **(more_env or {}),
     }
+    if os.environ.get(DEBUG_ENV):  # Claude Code's own debug log, to see what it did
+        extra = [*extra, "--debug-file", os.environ[DEBUG_ENV]]
     done = subprocess.run([claude, "-p", prompt, "--output-format", "json", *extra],
                           cwd=project, env=env, capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)

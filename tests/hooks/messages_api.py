@@ -20,10 +20,11 @@ from typing import Any
 
 @dataclass
 class Script:
-    tool_name: str | Callable[[list[str]], str]  # or chosen from the tools offered
+    tool_name: str | Callable[[list[str]], str | None]  # or chosen from those offered
     tool_input: dict[str, Any]
     tool_use_id: str
     results: list[dict[str, Any]] = field(default_factory=list)  # tool_results received
+    offered: list[list[str]] = field(default_factory=list)  # the tool names of each request
 
 
 def _text_of(content: Any) -> str:
@@ -104,13 +105,14 @@ class MessagesAPI:
         """The prompt that starts `script`'s conversation."""
         with self.lock:
             self.scripts[marker] = script
-        return f"Run the scripted step {marker}."
+        return _prompt(marker)
 
     def answer(self, body: dict[str, Any]) -> list[dict[str, Any]]:
         messages = body.get("messages") or []
         first = _text_of(messages[0].get("content")) if messages else ""
         with self.lock:
-            script = next((s for m, s in self.scripts.items() if m in first), None)
+            # The whole prompt: one marker may be part of another (GATEWAY, NO-GATEWAY).
+            script = next((s for m, s in self.scripts.items() if _prompt(m) in first), None)
         if script is None or not body.get("tools"):
             return [{"type": "text", "text": "ok"}]
         for message in messages:
@@ -122,11 +124,20 @@ class MessagesAPI:
                         if block not in script.results:
                             script.results.append(block)
                     return [{"type": "text", "text": "done"}]
+        names = [t.get("name", "") for t in body["tools"]]
+        with self.lock:
+            script.offered.append(names)
         name = script.tool_name
         if callable(name):
-            name = name([t.get("name", "") for t in body["tools"]])
+            name = name(names)
+            if name is None:  # not offered (yet): say so, and end the turn
+                return [{"type": "text", "text": "the scripted tool is not offered"}]
         return [{"type": "tool_use", "id": script.tool_use_id, "name": name,
                  "input": script.tool_input}]
+
+
+def _prompt(marker: str) -> str:
+    return f"Run the scripted step {marker}."
 
 
 def _message(blocks: list[dict[str, Any]]) -> dict[str, Any]:

@@ -205,3 +205,78 @@ async def test_the_fastapi_route_answers_as_the_plain_asgi_one(settings):
         answer = await hook(slow, pre("Read", {}), {"Authorization": "Bearer tg_nope"})
         assert "(unauthorized)" in permission(answer)[1]
         assert await hook(slow, post("Read", {}), key) == {}
+
+
+async def test_a_pretooluse_is_decided_by_the_authorize_pipeline(client, agent, monkeypatch):
+    """The hook route is a transport of the one pipeline (app/authorize/pipeline.py, issue
+    31): its key, rate limit and role are the pipeline's `admit`, its decision the
+    pipeline's `decide` (and `finish`), the steps POST /v1/authorize-tool takes, not a
+    copy of them."""
+    from app.authorize.pipeline import Pipeline
+
+    seen: list[tuple[str, str]] = []
+    admit, decide = Pipeline.admit, Pipeline.decide
+
+    async def counted_admit(self, *args, **kw):
+        seen.append(("admit", kw["path"]))
+        return await admit(self, *args, **kw)
+
+    def counted_decide(self, request, principal, caller):
+        seen.append(("decide", request.tool.name))
+        return decide(self, request, principal, caller)
+
+    monkeypatch.setattr(Pipeline, "admit", counted_admit)
+    monkeypatch.setattr(Pipeline, "decide", counted_decide)
+    answer = await hook(client, pre("Read", {"file_path": "/work/repo/a.py"}), agent)
+    assert permission(answer)[0] == "allow"
+    answer = await hook(client, pre("mcp__fs__read", {}, tool_use_id="t2"), agent)
+    assert permission(answer)[0] == "deny"  # unregistered: decided all the same
+    assert seen == [("admit", HOOK), ("decide", "Read"), ("admit", HOOK),
+                    ("decide", "fs.read")]
+
+
+async def test_the_hook_and_authorize_tool_share_the_keys_rate_limit(client, agent, settings):
+    """One rate limit per key, whichever route its decisions take; past it the hook
+    answers a deny naming `rate_limited`, never a 429 (Claude Code runs a call whose hook
+    fails)."""
+    from tests.conftest import app_client
+
+    limited = settings.model_copy(update={"rate_limit_per_second": 0.01,
+                                          "rate_limit_burst": 3})
+    async with app_client(limited) as c:  # the same database: the mapping, the agent key
+        key = agent
+        assert permission(await hook(c, pre("Read", {}), key))[0] == "allow"
+        r = await c.post("/v1/authorize-tool", headers=key, json={
+            "plan_id": session_plan_id("s-1"), "tool": {"name": "Read"}, "context": {}})
+        assert r.status_code == 200 and r.json()["allowed"] is True, r.text
+        assert permission(await hook(c, pre("Read", {}, tool_use_id="t3"), key))[0] == "allow"
+        decision, reason = permission(await hook(c, pre("Read", {}, tool_use_id="t4"), key))
+        assert decision == "deny" and "(rate_limited)" in reason, reason
+        r = await c.post("/v1/authorize-tool", headers=key, json={
+            "plan_id": session_plan_id("s-1"), "tool": {"name": "Read"}, "context": {}})
+        assert r.status_code == 429, r.text
+
+
+async def test_calls_of_a_named_gateway_are_left_to_it_and_no_others(client, agent):
+    """`?gateway=toolgate`: the MCP server Claude Code calls `toolgate` is toolgate's MCP
+    gateway, which decides its calls itself; the hook allows them through to it, decides
+    and records nothing, and reports no outcome. Every other tool, MCP tools of other
+    servers included, is decided as always."""
+    query = "?action=coding&gateway=toolgate"
+    answer = await hook(client, pre("mcp__toolgate__notes_write_note", {"text": "hi"}),
+                        agent, query=query)
+    decision, reason = permission(answer)
+    assert decision == "allow" and "MCP gateway 'toolgate'" in reason, reason
+    done = await hook(client, post("mcp__toolgate__notes_write_note", {"text": "hi"}), agent,
+                      query=query)
+    assert done == {}
+    listed = (await client.get("/v1/decisions")).json()["items"]
+    assert [d for d in listed if d["kind"] in ("authorize", "outcome")] == []
+    other = await hook(client, pre("mcp__fs__write_file", {"path": "/x"}, tool_use_id="t2"),
+                       agent, query=query)
+    decision, reason = permission(other)
+    assert decision == "deny" and "'fs.write_file'" in reason and "(unregistered_tool)" in reason
+    assert "?gateway=fs" in reason  # how to say that fs is a gateway, were it one
+    named_alike = await hook(client, pre("mcp__toolgate_x__t", {}, tool_use_id="t3"), agent,
+                             query=query)
+    assert permission(named_alike)[0] == "deny"
