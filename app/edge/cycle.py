@@ -22,10 +22,7 @@ import asyncio
 import http
 import logging
 import re
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from app.edge.connection import HttpProtocol
+from typing import Any
 
 log = logging.getLogger("uvicorn.error")
 access_log = logging.getLogger("uvicorn.access")
@@ -55,7 +52,7 @@ class Cycle:
                  "disconnected", "response_started", "response_complete", "event",
                  "expect_100", "chunked", "expected", "head_only", "held", "pending")
 
-    def __init__(self, conn: HttpProtocol, scope: dict[str, Any], keep_alive: bool,
+    def __init__(self, conn: Any, scope: dict[str, Any], keep_alive: bool,
                  expect_100: bool) -> None:
         self.conn = conn
         self.scope = scope

@@ -6,13 +6,10 @@ The edge imports no feature: the route is the app's `fast_path`, anything with `
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from app.edge.cycle import STATUS_LINE
 from app.edge.limits import EdgeLimits
-
-if TYPE_CHECKING:
-    from app.edge.connection import HttpProtocol
 
 
 def served(app: Any) -> tuple[Any, Any]:
@@ -36,7 +33,7 @@ class HotRequest:
     __slots__ = ("conn", "body", "more_body", "keep_alive", "disconnected",
                  "response_started", "response_complete", "version")
 
-    def __init__(self, conn: HttpProtocol, keep_alive: bool, version: str) -> None:
+    def __init__(self, conn: Any, keep_alive: bool, version: str) -> None:
         self.conn = conn
         self.body = bytearray()
         self.more_body = True
