@@ -20,7 +20,6 @@ RUN /opt/uv/bin/uv sync --locked --no-dev --no-install-project --python python3
 # Then the service, installed in place: `toolgate migrate` finds migrations/ beside app/.
 COPY alembic.ini ./
 COPY migrations ./migrations
-COPY toolgate_uvicorn ./toolgate_uvicorn
 COPY app ./app
 RUN /opt/uv/bin/uv sync --locked --no-dev --python python3
 

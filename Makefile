@@ -75,7 +75,7 @@ test-ts:
 install: $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check app toolgate_uvicorn tests migrations clients/python bench
+	$(BIN)/ruff check app tests migrations clients/python bench
 	$(BIN)/hadolint Dockerfile
 	$(BIN)/lint-imports
 

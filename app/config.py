@@ -71,10 +71,9 @@ class Settings(BaseSettings):
     # POST /v1/authorize-tool served as plain ASGI (app/authorize/hotpath.py); false routes
     # it through FastAPI like every other route (same answers, about 3x slower).
     fast_path: bool = True
-    # The HTTP protocol `toolgate serve` runs: "toolgate" is uvicorn's httptools protocol
-    # with the hot route answered in it (the toolgate_uvicorn plug-in), used only on the
-    # uvicorn versions it was tested with (toolgate_uvicorn.TESTED_UVICORN; otherwise
-    # uvicorn's own, with a warning); "uvicorn" is uvicorn's own httptools protocol.
+    # The HTTP protocol `toolgate serve` runs: "toolgate" is toolgate's own (app/edge/
+    # connection.py: the hot route answered in it, the edge's limits on every request);
+    # "uvicorn" is uvicorn's own httptools protocol inside the edge's guard (app/edge/guard.py).
     http_protocol: Literal["toolgate", "uvicorn"] = "toolgate"
     # uvicorn's per-request access log. Off by default: every decision is in the decision
     # log already, and the access line costs more than the decision itself.

@@ -208,8 +208,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 class ToolgateApp(FastAPI):
     """FastAPI, except that the hot route (app/authorize/hotpath.py) is answered before the
     middleware stack, which costs more per request than the decision itself, and that a
-    request head past the edge's limits is refused (431) before anything reads it. The
-    serving plug-in (toolgate_uvicorn) reads `edge` for the rest of the edge's limits."""
+    request head past the edge's limits is refused (431) before anything reads it. toolgate's
+    HTTP protocol (app/edge/connection.py) reads `edge` for the rest of the edge's limits and
+    `fast_path` for the hot route it answers itself."""
 
     fast_path: FastAuthorize | None = None
     hook_path: HookPath | None = None  # the coding-agent hooks' route, likewise (app/hooks)

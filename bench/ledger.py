@@ -98,7 +98,7 @@ def main() -> int:
     bare = subprocess.Popen(
         [str(Path(sys.executable).with_name("uvicorn")), "bench.bare_app:app", "--host", HOST,
          "--port", str(port), "--log-level", "warning",
-         "--http", "toolgate_uvicorn.protocol:ToolgateHttpToolsProtocol"],
+         "--http", "httptools"],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     proc, base = serve({"TOOLGATE_DATABASE_URL": url, "TOOLGATE_ADMIN_TOKEN": token},
                        work / "server.log")

@@ -42,8 +42,8 @@ PARTS_ANYWHERE = (
     # First: the protocol's hot route writes answers from inside the acknowledgement reader.
     ("sending the response (uvicorn's send, the socket writes)",
      ("RequestResponseCycle.send (", "_answer (app/authorize/hotpath.py)",
-      "_Outbox.flush (app/authorize/hotpath.py)", "._finish (toolgate_uvicorn/protocol.py)",
-      "._ok (toolgate_uvicorn/protocol.py)")),
+      "_Outbox.flush (app/authorize/hotpath.py)", "._reply (app/authorize/hotpath.py)",
+      "write_completed (app/edge/connection.py)", "Cycle.send (app/edge/cycle.py)")),
     ("handing records to the writer process (frame, pipe, acknowledgements)",
      ("DecisionLog._flush", "DecisionLog._read_acks", "asyncio/streams.py",
       "asyncio/unix_events.py")),
@@ -64,8 +64,8 @@ PARTS_ANYWHERE = (
      ("anyio/", "starlette/concurrency.py", "threading.py")),
     ("FastAPI dependency solving", ("fastapi/dependencies/",)),
     ("the rest of the fast path (app/authorize/hotpath.py)", ("app/authorize/hotpath.py",)),
-    ("the hot route in the HTTP protocol (toolgate_uvicorn/protocol.py)",
-     ("toolgate_uvicorn/protocol.py",)),
+    ("toolgate's HTTP protocol (app/edge/connection.py, deadlines.py, cycle.py)",
+     ("app/edge/connection.py", "app/edge/deadlines.py", "app/edge/cycle.py")),
     ("the rest of the FastAPI route", ("authorize_tool (app/authorize/",)),
 )
 PARTS_INNERMOST = {

@@ -26,6 +26,11 @@ TARGETS = {
     "sqlite_signing_cost": ("SQLite log: throughput lost to signed checkpoints", 0.05,
                             False),
     "pg_signing_cost": ("Postgres log: throughput lost to signed checkpoints", 0.05, False),
+    # The A/B of toolgate's HTTP protocol (issue 31): the same server on uvicorn's own
+    # protocol (guarded), and the bare app on ours against uvicorn's.
+    "sqlite_protocol_gain": ("SQLite log: toolgate's protocol / uvicorn's", None, True),
+    "pg_protocol_gain": ("Postgres log: toolgate's protocol / uvicorn's", None, True),
+    "bare_protocol_ratio": ("bare app: toolgate's protocol / uvicorn's", None, True),
     "core_us": ("core evaluate, µs/decision", 5.0, False),
     "cedar_over_core": ("cedarpy time / core time", 40.0, True),
 }
@@ -60,6 +65,9 @@ def ratios(rows: dict[str, Any], core: dict[str, Any] | None) -> dict[str, Any]:
     for db in ("sqlite", "pg"):
         kept = ratio(rows, f"{db}_log_signed", f"{db}_log")
         found[f"{db}_signing_cost"] = None if kept is None else 1 - kept
+    for db in ("sqlite", "pg"):
+        found[f"{db}_protocol_gain"] = ratio(rows, f"{db}_log", f"{db}_log_uvicorn")
+    found["bare_protocol_ratio"] = ratio(rows, "bare_toolgate", "bare")
     found["pg_log_p99_ms"] = (rows.get("pg_log") or {}).get("p99_ms")
     us = (core or {}).get("us", {})
     found["core_us"] = us.get("evaluate")

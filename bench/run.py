@@ -109,7 +109,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--memory", type=int, metavar="N", help="memory mode only: send N "
                         "decisions and report the worker's RSS growth")
     parser.add_argument("--memory-scenario", default="sqlite_log",
-                        choices=[n for n in scenarios.BY_NAME if n != "bare"])
+                        choices=[n for n, s in scenarios.BY_NAME.items() if s.database])
     parser.add_argument("--memory-max-seconds", type=float, default=3600,
                         help="memory mode stops after this long even short of N")
     parser.add_argument("--out", type=Path, default=RESULTS / "latest.json")
@@ -228,7 +228,7 @@ def run_profile(args: argparse.Namespace, workdir: Path, token: str,
         return {"skipped": str(exc)[:2000]}
     try:
         body = scenarios.body_file(workdir)
-        path = "/" if scenario.name == "bare" else scenarios.AUTHORIZE_PATH
+        path = "/" if scenario.database is None else scenarios.AUTHORIZE_PATH
         load = subprocess.Popen(
             [wrk_path, f"-t{args.threads}", f"-c{args.connections}",
              f"-d{round(args.profile_seconds) + 3}s", "--latency", "-s", str(wrk.LUA),

@@ -49,15 +49,22 @@ class Scenario:
     # The log signs checkpoints (SPEC §16): a new key in TOOLGATE_LOG_SIGNING_KEY, at the
     # default TOOLGATE_CHECKPOINT_SECONDS (one signature per 10 s in which the log grew).
     signed: bool = False
+    # The bare app's uvicorn --http (toolgate serves on its own TOOLGATE_HTTP_PROTOCOL).
+    http: str = "httptools"
 
 
 SCENARIOS = (
-    Scenario("bare", "bare ASGI app (uvicorn)", None),
+    Scenario("bare", "bare ASGI app (uvicorn's protocol)", None),
+    # The same app on toolgate's HTTP protocol (app/edge/connection.py): what its own ASGI
+    # cycle costs against uvicorn's, for every request it does not answer itself.
+    Scenario("bare_toolgate", "bare ASGI app (toolgate's protocol)", None,
+             http="app.edge.connection:HttpProtocol"),
     Scenario("sqlite_log", "toolgate SQLite, durable log", "sqlite"),
     Scenario("sqlite_nolog", "toolgate SQLite, log disabled", "sqlite", log=False),
     Scenario("pg_log", "toolgate Postgres, durable log", "postgres"),
     Scenario("pg_nolog", "toolgate Postgres, log disabled", "postgres", log=False),
-    # The A/B of the toolgate_uvicorn plug-in: the same servers on uvicorn's own protocol.
+    # The A/B of toolgate's HTTP protocol (the default): the same servers on uvicorn's own
+    # protocol, guarded (TOOLGATE_HTTP_PROTOCOL=uvicorn).
     Scenario("sqlite_log_uvicorn", "toolgate SQLite, durable log, uvicorn's protocol",
              "sqlite", env=(("TOOLGATE_HTTP_PROTOCOL", "uvicorn"),)),
     Scenario("pg_log_uvicorn", "toolgate Postgres, durable log, uvicorn's protocol",
@@ -106,8 +113,8 @@ def launch(scenario: Scenario, opts: Options) -> tuple[srv.Server, str | None]:
         command = [str(BIN / "uvicorn"), "bench.bare_app:app", "--host", srv.HOST,
                    "--port", str(port), "--workers", str(opts.workers),
                    "--log-level", opts.log_level, "--no-proxy-headers",
-                   # the same server as toolgate serve runs (for this app: uvicorn's own)
-                   "--http", "toolgate_uvicorn.protocol:ToolgateHttpToolsProtocol",
+                   # uvicorn's own protocol: the reference (or, as bare_toolgate, ours)
+                   "--http", scenario.http,
                    "--access-log" if opts.access_log else "--no-access-log"]
         server = srv.Server(scenario.name, command, srv.clean_env(), port=port, log=log,
                             cwd=ROOT, token=opts.token)
@@ -194,7 +201,7 @@ def body_file(workdir: Path) -> Path:
 
 
 def load(server: srv.Server, opts: Options, seconds: float) -> wrk.WrkResult:
-    path = "/" if server.name == "bare" else AUTHORIZE_PATH
+    path = "/" if server.name.startswith("bare") else AUTHORIZE_PATH
     return wrk.run(opts.wrk_path, server.url + path, body_file(opts.workdir),
                    token=server.agent_token or opts.token, seconds=seconds, threads=opts.threads,
                    connections=opts.connections)

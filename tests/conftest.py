@@ -127,16 +127,16 @@ async def app_client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
 async def both_paths(request: pytest.FixtureRequest,
                      settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     """A client for tests that must hold on every way the hot route is served: through
-    `toolgate serve`'s HTTP protocol (toolgate_uvicorn/protocol.py, bytes in and out), the
+    `toolgate serve`'s HTTP protocol (app/edge/connection.py, bytes in and out), the
     plain-ASGI route (app/authorize/hotpath.py) and the FastAPI route they stand in for: same
     answers, same envelope."""
+    from app.edge.connection import HttpProtocol
     from tests.uvicorn_wire import ProtocolTransport
-    from toolgate_uvicorn.protocol import ToolgateHttpToolsProtocol
 
     app = create_app(settings.model_copy(update={"fast_path": request.param != "fastapi-route"}))
     async with app.router.lifespan_context(app):
         transport: httpx.AsyncBaseTransport = (
-            ProtocolTransport(app, ToolgateHttpToolsProtocol) if request.param == "protocol"
+            ProtocolTransport(app, HttpProtocol) if request.param == "protocol"
             else httpx.ASGITransport(app=app))
         async with httpx.AsyncClient(transport=transport, base_url="http://toolgate",
                                      headers=ADMIN_HEADERS) as c:

@@ -1,5 +1,5 @@
-"""The hot route, POST /v1/authorize-tool, answered as plain ASGI: a thin adapter over
-the pipeline (app/authorize/pipeline.py).
+"""The hot route, POST /v1/authorize-tool, answered as plain ASGI and inside toolgate's
+HTTP protocol: thin adapters over the pipeline (app/authorize/pipeline.py).
 
 Every agent calls this before every tool call, so it skips what FastAPI adds per request
 (dependency solving, thread-pool hops for sync dependencies, request/response wrappers).
@@ -7,17 +7,26 @@ It reads the body, runs the pipeline (`head`, `step`, `finish` for what needs I/
 the record to the recorder main.py gave it (503 when it cannot be recorded) and answers;
 errors are rendered by edge.handlers.render, the one mapping every route uses, so the
 envelope is identical. The decision cases and bad inputs run through every transport.
+
+`inline` is the same route inside toolgate's HTTP protocol (app/edge/connection.py), which
+finds it on the app (`app.fast_path`) and hands it each complete request it may answer
+without an ASGI task: the pipeline's synchronous step, the record to the decision log with
+a callback, the answer written when the commit is acknowledged. Whatever the step does not
+answer goes back to the protocol with the step's outcome for the scope (OUTCOME), and from
+there to `__call__`, which goes on from it.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 from time import perf_counter
 from typing import Any
 
-from app.authorize.pipeline import OUTCOME, PATH, NeedsIO, Pipeline
-from app.edge.handlers import render
+from app.authorize.pipeline import OUTCOME, PATH, Answer, NeedsIO, Pipeline
+from app.edge.cycle import Cycle
+from app.edge.handlers import envelope, render
 from app.edge.logs import access, envelope_code, request_id_of
 from app.edge.middleware import body_from, too_large
 from app.log.audit import not_recorded
@@ -26,6 +35,7 @@ from app.log.decision_log import RecordingFailed
 log = logging.getLogger("toolgate")
 
 _JSON_HEADERS = [(b"content-type", b"application/json")]
+_OK_HEADERS = b"content-type: application/json\r\ncontent-length: "
 
 
 class FastAuthorize:
@@ -57,6 +67,80 @@ class FastAuthorize:
             self.submit = decision_log.submit
             decision_log.after_ack = self.outbox
             self._log = decision_log
+
+    path = PATH.encode()  # what toolgate's HTTP protocol hands to `inline`
+
+    def inline(self, request: Any, raw_headers: list[tuple[bytes, bytes]],
+               body: bytes) -> dict[str, Any] | None:
+        """A complete POST /v1/authorize-tool read by toolgate's HTTP protocol (`request`
+        its app/edge/connection.py HotRequest): None when it is answered here (memory
+        decided, the record is on its way; the answer is written at its commit), else
+        what the protocol puts in the ASGI scope for __call__ (the step's outcome: a
+        NeedsIO, or the request's error, which __call__ renders)."""
+        headers = dict(raw_headers)
+        if len(headers) != len(raw_headers):
+            return {}  # a header name sent twice (two keys?): __call__ looks closer
+        pipeline = self.pipeline
+        assert pipeline is not None
+        try:
+            pipeline.head(raw_headers, headers)
+            outcome = pipeline.step(headers, body)
+        except Exception as exc:  # __call__ renders it
+            return {OUTCOME: exc}
+        if type(outcome) is not Answer:
+            return {OUTCOME: outcome}
+        reply = partial(self._reply, request, request_id_of(headers.get(b"x-request-id")),
+                        outcome.record["decision_id"],
+                        perf_counter() if self.access_log else None, outcome.body)
+        if self.submit is None:  # the decision log is off
+            reply(None, None)
+            return None
+        if self.submit([outcome.record], reply):
+            return None
+        return {OUTCOME: outcome}  # no writer runs: __call__'s write() starts one
+
+    def _reply(self, request: Any, request_id: bytes, decision_id: str,
+               started: float | None, body: bytes, number: int | None,
+               error: RecordingFailed | None) -> None:
+        """The decision log's answer for one request: committed (`number`), or not."""
+        try:
+            if error is None:
+                status = 200
+                data = request.compose(200, b"x-request-id: %s\r\n%s%d\r\n" % (
+                    request_id, _OK_HEADERS, len(body)), body)
+            else:
+                exc = not_recorded(error)
+                status, number = exc.status, None
+                response = envelope(exc.status, exc.code, exc.message, exc.details,
+                                    headers=exc.headers)
+                data = request.compose(status, b"".join(
+                    [b"x-request-id: %s\r\n" % request_id]
+                    + [b"%s: %s\r\n" % pair for pair in response.raw_headers]),
+                    response.body)
+        except Exception:  # no answer can be given: the client sees the connection end
+            log.exception("answering a decision failed; closing its connection")
+            request.transport.close()
+            return
+        if request.gone:
+            return  # the client went away; its decision is recorded all the same
+        tally = self.tally
+        if tally is not None:  # the metrics: one integer (app/kit/metrics.py Tally)
+            if status == 200:
+                tally.hot_ok += 1
+            else:
+                tally.request(PATH, status)
+        if self.access_log:
+            self.log_answer(request_id, status, decision_id, started=started,
+                            code=None if status == 200 else "decision_not_recorded",
+                            client=request.client)
+        # Never at once: an answer of a commit's acknowledgement waits for the outbox's
+        # flush, which the decision log runs right after all the requests that
+        # acknowledgement released; any other (log off, a 503) for the next loop turn, as
+        # an ASGI task's would. Until then the response is not complete: a pipelined
+        # request waits behind it, and a shutdown only marks the connection to close
+        # after it, so the answer of a recorded decision is never dropped in between.
+        if not self.outbox.hold(request.transport, data, number, request.completed):
+            request.conn.loop.call_soon(request.write_completed, data)
 
     @staticmethod
     def handles(scope: dict) -> bool:
@@ -141,7 +225,9 @@ _STARTED = "toolgate.started"  # perf_counter() at the request's start (access l
 
 async def _answer(send: Any, body: bytes, outbox: _Outbox | None, ack: int | None,
                   request_id: bytes) -> None:
-    """200 with the JSON `body`, written to the connection in one piece under uvicorn.
+    """200 with the JSON `body`, written to the connection in one piece: under toolgate's
+    protocol its cycle renders the answer (Cycle.render) and this writes it; under uvicorn
+    as follows.
 
     uvicorn writes the status line and headers, then the body, as two socket writes. On a
     loopback or LAN client that reads each one as it lands, that is two wakeups of the
@@ -159,8 +245,20 @@ async def _answer(send: Any, body: bytes, outbox: _Outbox | None, ack: int | Non
     start = {"type": "http.response.start", "status": 200,
              "headers": [*_JSON_HEADERS, (b"content-length", str(len(body)).encode()),
                          (b"x-request-id", request_id)]}
-    message = {"type": "http.response.body", "body": body}
     cycle = getattr(send, "__self__", None)
+    if type(cycle) is Cycle:  # toolgate's own protocol (app/edge/cycle.py)
+        conn = cycle.conn
+        if conn.write_paused and not cycle.disconnected:
+            await conn.drain()
+        if cycle.disconnected:
+            return
+        data = cycle.render(start, body)
+        if not (outbox is not None and outbox.hold(cycle.transport, data, ack, cycle.done)):
+            if not cycle.transport.is_closing():
+                cycle.transport.write(data)
+            cycle.done()
+        return
+    message = {"type": "http.response.body", "body": body}
     transport = getattr(cycle, "transport", None)
     if transport is None or type(cycle).__module__ != _HTTPTOOLS:
         await send(start)

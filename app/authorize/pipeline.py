@@ -17,9 +17,9 @@ is raised as the one envelope's exception; every transport renders it with
 app/edge/handlers.py `render`.
 
 The transports, each a thin adapter:
-- the HTTP protocol's hot route (toolgate_uvicorn/protocol.py): `step` once the body is
-  complete; an Answer is written when its record commits; a NeedsIO or an error is handed,
-  in the ASGI scope (`OUTCOME`), to
+- the HTTP protocol's hot route (app/edge/connection.py, calling hotpath.py `inline`):
+  `step` once the body is complete; an Answer is written when its record commits; a
+  NeedsIO or an error is handed, in the ASGI scope (`OUTCOME`), to
 - the plain-ASGI route (app/authorize/hotpath.py `FastAuthorize`): reads the body, `step`
   (or the protocol's outcome), `finish`, renders errors, records, answers;
 - the coding-agent hooks (app/hooks/asgi.py and app/hooks/service.py): `admit` for the

@@ -159,16 +159,18 @@ def _metrics_folder(settings: Settings) -> Iterator[None]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-# uvicorn's own httptools protocol inside the edge's guard (app/edge/guard.py): the
-# header and body deadlines, the idle first wait and the connection cap hold on it too.
+# toolgate's own HTTP protocol (app/edge/connection.py: the hot route answered in it, the
+# edge's limits on every request), and uvicorn's own httptools protocol inside the edge's
+# guard (app/edge/guard.py: the same deadlines, idle first wait and connection cap).
+PROTOCOL = "app.edge.connection:HttpProtocol"
 GUARDED = "app.edge.guard:Guarded"
 
 
 def _edge_options(settings: Settings) -> dict[str, object]:
     """The HTTP protocol and the edge's settings uvicorn applies itself: the keep-alive
     wait, and under uvicorn's own protocol the connection cap as its `limit_concurrency`
-    (the plug-in enforces the cap and the other limits itself, the guard around uvicorn's
-    protocol the deadlines and the cap: app/edge/limits.py)."""
+    (toolgate's protocol enforces the cap and the other limits itself, the guard around
+    uvicorn's protocol the deadlines and the cap: app/edge/limits.py)."""
     from app.edge.limits import connection_cap
 
     http = _http_protocol(settings)
@@ -180,20 +182,9 @@ def _edge_options(settings: Settings) -> dict[str, object]:
 
 
 def _http_protocol(settings: Settings) -> str:
-    """uvicorn's httptools protocol with the hot route answered in it (the toolgate_uvicorn
-    plug-in: every other request is served exactly as by uvicorn), where that plug-in was
-    tested with the installed uvicorn; uvicorn's own httptools protocol, guarded,
-    otherwise."""
-    if settings.http_protocol == "uvicorn":
-        return GUARDED
-    from toolgate_uvicorn import protocol_for
-
-    plugin = protocol_for()
-    if plugin is None:
-        typer.echo("toolgate: the installed uvicorn is not one the hot-route plug-in was "
-                   "tested with; serving on uvicorn's own httptools protocol", err=True)
-        return GUARDED
-    return plugin
+    """toolgate's HTTP protocol (TOOLGATE_HTTP_PROTOCOL=toolgate, the default), or
+    uvicorn's own httptools protocol, guarded (=uvicorn: for compatibility)."""
+    return GUARDED if settings.http_protocol == "uvicorn" else PROTOCOL
 
 
 @contextmanager

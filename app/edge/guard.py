@@ -1,8 +1,8 @@
 """The edge's connection limits around uvicorn's own httptools protocol, by composition.
 
-`TOOLGATE_HTTP_PROTOCOL=uvicorn` (and a uvicorn release the plug-in was not tested with)
-serves on uvicorn's stock protocol, which by itself holds a request head open as long as a
-client likes to send it (one byte a second kept a connection 12 s past a 3 s deadline).
+`TOOLGATE_HTTP_PROTOCOL=uvicorn` (kept for compatibility) serves on uvicorn's stock
+protocol, which by itself holds a request head open as long as a client likes to send it
+(one byte a second kept a connection 12 s past a 3 s deadline).
 `Guarded` is a plain asyncio.Protocol that owns the connection and hands every byte on to
 an instance of the stock protocol, unchanged; it subclasses nothing of uvicorn's. Beside
 it, httptools' public parser follows the requests (callbacks only, nothing copied) so the
@@ -18,7 +18,7 @@ app/edge/limits.py's limits:
 The keep-alive wait after an answer and the concurrency cap are uvicorn's own
 (timeout_keep_alive, limit_concurrency: app/cli/main.py). An answer already on its way is
 never cut short by our 408: the guard sees the stock protocol's writes and only closes.
-The default plug-in (toolgate_uvicorn/protocol.py) enforces the same limits itself.
+toolgate's own protocol (app/edge/connection.py, the default) enforces the same limits itself.
 """
 
 from __future__ import annotations

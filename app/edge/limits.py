@@ -2,11 +2,12 @@
 body may take to arrive, how long an idle connection is kept, how many connections a
 worker holds, and how much of a refused body is still read so the client gets the answer.
 
-`EdgeLimits` is what `create_app` puts on the app (`app.edge`). The serving plug-in
-(toolgate_uvicorn/protocol.py) enforces all of it per connection, before a request reaches
-the app; `check_head` enforces the head limits in the app itself too, so they hold under
-uvicorn's own protocol or any other ASGI server (docs/deployment.md says which limit holds
-where). Settings: TOOLGATE_MAX_HEADER_BYTES and the others in app/config.py.
+`EdgeLimits` is what `create_app` puts on the app (`app.edge`). toolgate's HTTP protocol
+(app/edge/connection.py, app/edge/deadlines.py) enforces all of it per connection, before a
+request reaches the app; the guard around uvicorn's own protocol (app/edge/guard.py) the
+deadlines, the idle first wait and the cap; `check_head` enforces the head limits in the
+app itself too, so they hold under any other ASGI server (docs/deployment.md says which
+limit holds where). Settings: TOOLGATE_MAX_HEADER_BYTES and the others in app/config.py.
 """
 
 from __future__ import annotations
@@ -96,8 +97,8 @@ def head_size(scope: dict) -> int:
     return size
 
 
-# Set in the ASGI scope by the serving plug-in (toolgate_uvicorn), which counts the head as it
-# arrives: ToolgateApp then does not count it a second time.
+# Set in the ASGI scope by toolgate's HTTP protocol (app/edge/connection.py), which counts the
+# head as it arrives: ToolgateApp then does not count it a second time.
 HEAD_CHECKED = "toolgate.head_checked"
 
 

@@ -1,7 +1,8 @@
 """Around every request the app serves through its middleware stack (ToolgateApp, app/
 main.py): its X-Request-ID (echoed, or generated), its count in the metrics by route
 template and status, and its access line. The hot route does the same itself
-(app/authorize/hotpath.py, toolgate_uvicorn), without a wrapper around `send`."""
+(app/authorize/hotpath.py, in the ASGI app or in the HTTP protocol), without a wrapper
+around `send`."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The edge's limits around uvicorn's own httptools protocol (app/edge/guard.py), which
 `TOOLGATE_HTTP_PROTOCOL=uvicorn` serves on: the same deadlines and cap as the default
-plug-in's (tests/toolgate_uvicorn/test_edge.py), every request otherwise uvicorn's.
+protocol's (tests/edge/test_limits.py), every request otherwise uvicorn's.
 
 Deadlines are checked without waiting for them: a test moves the connection's `since`
 back and fires its timer, which is what the event loop would do later; the last test

@@ -49,14 +49,14 @@ def use(log_format: str) -> io.StringIO:
 @pytest.fixture(params=["protocol", "asgi"])
 async def logged(request: pytest.FixtureRequest, database_url: str
                  ) -> AsyncIterator[httpx.AsyncClient]:
+    from app.edge.connection import HttpProtocol
     from tests.uvicorn_wire import ProtocolTransport
-    from toolgate_uvicorn.protocol import ToolgateHttpToolsProtocol
 
     app = create_app(Settings(database_url=database_url, admin_token="test-admin-token",
                               access_log=True))
     async with app.router.lifespan_context(app):
         transport: httpx.AsyncBaseTransport = (
-            ProtocolTransport(app, ToolgateHttpToolsProtocol) if request.param == "protocol"
+            ProtocolTransport(app, HttpProtocol) if request.param == "protocol"
             else httpx.ASGITransport(app=app))
         async with httpx.AsyncClient(transport=transport, base_url="http://toolgate",
                                      headers=ADMIN_HEADERS) as c:

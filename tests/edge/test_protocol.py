@@ -1,4 +1,4 @@
-"""`toolgate serve`'s HTTP protocol (toolgate_uvicorn/protocol.py): the hot route answered
+"""`toolgate serve`'s HTTP protocol (app/edge/connection.py): the hot route answered
 from memory without an ASGI task, and everything around it as uvicorn does it: keep-alive,
 Connection: close, pipelining, 100-continue, large bodies, shutdown, a client that goes away, and a
 decision that cannot be recorded. The decision cases and bad inputs run through it too
@@ -9,19 +9,19 @@ from contextlib import asynccontextmanager
 
 import orjson
 import pytest
-from uvicorn.protocols.http.flow_control import HIGH_WATER_LIMIT
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from app.authorize import hotpath as fastpath
 from app.config import Settings
+from app.edge import connection as protocol
+from app.edge.connection import HIGH_WATER as HIGH_WATER_LIMIT
+from app.edge.connection import HttpProtocol
 from app.log import decision_log
 from app.log.decision_log import RecordingFailed
 from app.main import create_app
 from tests.conftest import ADMIN_TOKEN
 from tests.uvicorn_wire import Recording, answered, connect, responses
-from toolgate_uvicorn import protocol
-from toolgate_uvicorn.protocol import ToolgateHttpToolsProtocol
 
 READER = {"name": "fs.read", "capability": {"writes": False, "checkpointable": True,
                                             "unsafe": False}}
@@ -58,19 +58,22 @@ async def plan(client):
 
 @pytest.fixture
 def tasks(monkeypatch):
-    """How many ASGI tasks uvicorn started."""
+    """The paths of the ASGI tasks started (by our protocol, or uvicorn's own)."""
     started = []
-    original = HttpToolsProtocol._start_asgi_task
 
-    def counting(self, cycle, app):
-        started.append(cycle.scope["path"])
-        original(self, cycle, app)
+    def counting(original):
+        def start(self, cycle, app):
+            started.append(cycle.scope["path"])
+            original(self, cycle, app)
+        return start
 
-    monkeypatch.setattr(HttpToolsProtocol, "_start_asgi_task", counting)
+    monkeypatch.setattr(HttpProtocol, "_start", counting(HttpProtocol._start))
+    monkeypatch.setattr(HttpToolsProtocol, "_start_asgi_task",
+                        counting(HttpToolsProtocol._start_asgi_task))
     return started
 
 
-async def _serve(app, data: bytes, answers: int, protocol_class=ToolgateHttpToolsProtocol,
+async def _serve(app, data: bytes, answers: int, protocol_class=HttpProtocol,
                  transport: Recording | None = None) -> Recording:
     transport = transport or Recording()
     connect(app, protocol_class, transport).data_received(data)
@@ -78,11 +81,12 @@ async def _serve(app, data: bytes, answers: int, protocol_class=ToolgateHttpTool
     return transport
 
 
-def test_the_protocol_knows_the_hot_route_by_its_path():
+async def test_the_protocol_finds_the_hot_route_through_the_app(client):
     from app.authorize import pipeline
 
-    assert protocol.PATH == fastpath.PATH == pipeline.PATH
-    assert protocol._OUTCOME == pipeline.OUTCOME  # where it hands a request on
+    fast, edge = protocol.served(client.app)
+    assert fast is client.app.fast_path and edge is client.app.edge
+    assert fast.path == fastpath.PATH.encode() == pipeline.PATH.encode()
 
 
 async def test_a_known_plan_is_answered_without_an_asgi_task_as_uvicorn_would(
@@ -90,7 +94,7 @@ async def test_a_known_plan_is_answered_without_an_asgi_task_as_uvicorn_would(
     state = ServerState()  # what uvicorn's server puts on every answer
     state.default_headers = [(b"date", b"Tue, 01 Dec 2026 07:00:00 GMT"), (b"server", b"uvicorn")]
     ours = Recording()
-    proto = connect(client.app, ToolgateHttpToolsProtocol, ours, server_state=state)
+    proto = connect(client.app, HttpProtocol, ours, server_state=state)
     for count in (1, 2):  # one after the other on one kept-alive connection
         proto.data_received(_request(plan))
         await answered(ours, count)
@@ -151,7 +155,7 @@ async def test_a_body_past_the_flow_control_mark_goes_to_the_asgi_app(client, pl
     big = orjson.dumps({"plan_id": "p-1", "tool": {**READER, "args": {
         "content": "x" * (2 * HIGH_WATER_LIMIT)}}})
     transport = Recording()
-    proto = connect(client.app, ToolgateHttpToolsProtocol, transport)
+    proto = connect(client.app, HttpProtocol, transport)
     data = _request(big)
     for start in range(0, len(data), 16384):  # as the socket delivers it
         proto.data_received(data[start:start + 16384])
@@ -189,7 +193,7 @@ async def test_a_decision_that_cannot_be_recorded_is_a_503_and_never_an_allow(
     # The recorder main.py handed to the transport (the decision log's submit).
     monkeypatch.setattr(client.app.fast_path, "submit", failing)
     transport = Recording()
-    proto = connect(client.app, ToolgateHttpToolsProtocol, transport)
+    proto = connect(client.app, HttpProtocol, transport)
     proto.data_received(_request(plan))
     await answered(transport, 1)
     [(status, headers, body)] = responses(b"".join(transport.writes))
@@ -206,7 +210,7 @@ async def test_a_decision_that_cannot_be_recorded_is_a_503_and_never_an_allow(
 async def test_a_client_gone_before_the_commit_gets_nothing_and_its_decision_is_kept(
         client, plan):
     transport = Recording()
-    proto = connect(client.app, ToolgateHttpToolsProtocol, transport)
+    proto = connect(client.app, HttpProtocol, transport)
     proto.data_received(_request(plan))
     proto.connection_lost(None)  # Recording fails any write after the close
     found: list = []
@@ -222,7 +226,7 @@ async def test_a_client_gone_before_the_commit_gets_nothing_and_its_decision_is_
 
 async def test_a_shutdown_while_a_decision_is_pending_answers_it_then_closes(client, plan):
     transport = Recording()
-    proto = connect(client.app, ToolgateHttpToolsProtocol, transport)
+    proto = connect(client.app, HttpProtocol, transport)
     proto.data_received(_request(plan))
     proto.shutdown()  # uvicorn's graceful shutdown: finish the response, then close
     await answered(transport, 1)
@@ -245,7 +249,7 @@ async def test_each_request_spends_one_rate_limit_token_whichever_way_it_is_answ
         # The lock is read through the ASGI app (a token); then memory answers, but the
         # tool lacks its capability, which the ASGI app reports (no second token).
         transport = Recording()
-        proto = connect(app, ToolgateHttpToolsProtocol, transport)
+        proto = connect(app, HttpProtocol, transport)
         for count, body in enumerate((plan, unregistered, plan, plan), start=1):
             proto.data_received(_request(body))
             await answered(transport, count)
@@ -264,11 +268,12 @@ async def test_any_other_app_is_served_as_uvicorn_serves_it():
     ours = await _serve(bare, data, 2)
     stock = await _serve(bare, data, 2, HttpToolsProtocol)
 
-    def without_date(writes):
-        return [b"\r\n".join(line for line in w.split(b"\r\n") if not line.startswith(b"date:"))
-                for w in writes]
+    def without_date(writes):  # (ours writes a head with its body's first part: one write)
+        return b"\r\n".join(line for line in b"".join(writes).split(b"\r\n")
+                             if not line.startswith(b"date:"))
 
     assert without_date(ours.writes) == without_date(stock.writes)
+    assert len(ours.writes) == 2 and len(stock.writes) == 4
 
 
 async def test_with_the_fast_path_off_every_request_goes_to_the_asgi_app(
@@ -289,9 +294,9 @@ async def test_with_the_log_off_a_pipelined_request_is_not_cut_by_the_keep_alive
     async with _app(settings, decision_log_enabled=False) as app:
         await _serve(app, _request(plan), 1)  # this app's plan cache now holds the lock
         transport = Recording()
-        proto = connect(app, ToolgateHttpToolsProtocol, transport, timeout_keep_alive=0.001)
+        proto = connect(app, HttpProtocol, transport, timeout_keep_alive=0.001)
         proto.data_received(_request(plan) + _request(slow))
-        assert proto.timeout_keep_alive_task is None
+        assert proto._phase == protocol.WAIT  # no deadline of ours while it waits
         await answered(transport, 2)
     assert [s for s, _, _ in responses(b"".join(transport.writes))] == [200, 404]
 
@@ -302,7 +307,7 @@ async def test_a_shutdown_right_after_the_commit_still_sends_the_answer(
     writes it, uvicorn's main loop may shut the connection down: the recorded decision's
     answer still goes out, then the connection closes."""
     transport = Recording()
-    proto = connect(client.app, ToolgateHttpToolsProtocol, transport)
+    proto = connect(client.app, HttpProtocol, transport)
     release = decision_log._call
 
     def then_shut_down(waiters, number, error):
@@ -325,7 +330,7 @@ async def test_a_declared_body_past_the_limit_is_refused_before_it_is_read(clien
 
 async def test_uvicorns_concurrency_limit_still_applies(client, plan):
     transport = Recording()
-    connect(client.app, ToolgateHttpToolsProtocol, transport,
+    connect(client.app, HttpProtocol, transport,
             limit_concurrency=1).data_received(_request(plan))
     await answered(transport, 1)
     assert [s for s, _, _ in responses(b"".join(transport.writes))] == [503]
@@ -336,7 +341,7 @@ async def test_a_chunked_body_in_small_pieces_and_http_1_0(client, plan, tasks):
                                      b"Transfer-Encoding: chunked\r\n")
                + b"%x\r\n%s\r\n0\r\n\r\n" % (len(plan), plan))
     transport = Recording()
-    proto = connect(client.app, ToolgateHttpToolsProtocol, transport)
+    proto = connect(client.app, HttpProtocol, transport)
     for start in range(0, len(chunked), 7):
         proto.data_received(chunked[start:start + 7])
     await answered(transport, 1)

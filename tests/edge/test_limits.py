@@ -1,4 +1,4 @@
-"""The HTTP edge in `toolgate serve`'s protocol (toolgate_uvicorn/protocol.py) and in the app
+"""The HTTP edge in `toolgate serve`'s protocol (app/edge/connection.py) and in the app
 (app/edge/limits.py): head size (431), the header, body and keep-alive deadlines (408, close),
 the connection cap (the connection waiting longest on its client closed, else 503), and an
 answer given before the body was read (413) reaching a client that is still sending.
@@ -17,14 +17,15 @@ from uvicorn.server import ServerState
 
 from app.cli.main import _edge_options
 from app.config import Settings
+from app.edge import connection as protocol
+from app.edge import deadlines
+from app.edge.connection import HttpProtocol
 from app.edge.errors import HeadersTooLarge
 from app.edge.limits import EdgeLimits, check_head, connection_cap
 from app.main import create_app
 from tests.conftest import ADMIN_TOKEN
 from tests.uvicorn_wire import Recording, answered, connect, responses
 from tests.waiting import until
-from toolgate_uvicorn import protocol
-from toolgate_uvicorn.protocol import ToolgateHttpToolsProtocol
 
 READER = {"name": "fs.read", "capability": {"writes": False, "checkpointable": True,
                                             "unsafe": False}}
@@ -44,7 +45,7 @@ def _error(transport: Recording) -> tuple[int, dict[str, str], dict]:
     return status, headers, orjson.loads(body)["error"]
 
 
-def _overdue(proto: ToolgateHttpToolsProtocol, seconds: float) -> None:
+def _overdue(proto: HttpProtocol, seconds: float) -> None:
     """What the event loop does `seconds` after the connection's phase began."""
     proto._since -= seconds
     proto._on_timer()
@@ -66,7 +67,7 @@ async def test_a_head_past_the_limits_is_431_and_the_connection_closes(app, shap
              "a long target": ""}[shape]
     path = "/v1/authorize-tool" + ("?" + "q" * 20_000 if shape == "a long target" else "")
     transport = Recording()
-    proto = connect(app, ToolgateHttpToolsProtocol, transport)
+    proto = connect(app, HttpProtocol, transport)
     proto.data_received(_request(extra=extra, path=path))
     status, headers, error = _error(transport)
     assert status == 431 and error["code"] == "headers_too_large"
@@ -84,7 +85,7 @@ async def test_a_head_that_never_ends_is_refused_once_past_the_limit(app):
     bounded, not only what it has completed (1 MiB headers cost 203 MiB over 200
     requests, issue 22)."""
     transport = Recording()
-    proto = connect(app, ToolgateHttpToolsProtocol, transport)
+    proto = connect(app, HttpProtocol, transport)
     proto.data_received(b"POST /v1/authorize-tool HTTP/1.1\r\nX-Big: ")
     sent = 0
     while not transport.writes and sent < 1_000_000:
@@ -118,7 +119,7 @@ def test_the_head_is_counted_as_target_and_header_bytes():
 
 async def test_a_head_not_complete_within_its_deadline_is_408_and_closed(app):
     transport = Recording()
-    proto = connect(app, ToolgateHttpToolsProtocol, transport)
+    proto = connect(app, HttpProtocol, transport)
     proto.data_received(b"POST /v1/authorize-tool HTTP/1.1\r\nHost: t")
     _overdue(proto, 9.9)
     assert transport.writes == [] and proto._timer is not None  # not yet: looks again
@@ -133,7 +134,7 @@ async def test_a_head_not_complete_within_its_deadline_is_408_and_closed(app):
 async def test_a_body_not_complete_within_its_deadline_is_408_and_closed(app, tasks):
     for path in ("/v1/authorize-tool", "/v1/plans"):  # the hot route's cycle, an ASGI task
         transport = Recording()
-        proto = connect(app, ToolgateHttpToolsProtocol, transport)
+        proto = connect(app, HttpProtocol, transport)
         proto.data_received(_request(b'{"tool": ', path=path, length=100))
         await asyncio.sleep(0.01)
         _overdue(proto, 30.1)
@@ -148,11 +149,11 @@ async def test_a_body_not_complete_within_its_deadline_is_408_and_closed(app, ta
 
 async def test_a_connection_that_sends_nothing_or_stays_idle_is_closed(app):
     transport = Recording()
-    proto = connect(app, ToolgateHttpToolsProtocol, transport)
+    proto = connect(app, HttpProtocol, transport)
     _overdue(proto, 5.1)  # a new connection that never sent a byte
     assert transport.closed_after == 0
     transport = Recording()
-    proto = connect(app, ToolgateHttpToolsProtocol, transport)
+    proto = connect(app, HttpProtocol, transport)
     proto.data_received(_request())
     await answered(transport, 1)
     assert proto._phase == protocol.IDLE and transport.closed_after is None
@@ -169,7 +170,7 @@ async def test_a_request_waiting_for_its_answer_has_no_deadline_of_ours(app, mon
     monkeypatch.setattr(app.fast_path, "write", commit)
     monkeypatch.setattr(app.fast_path, "submit", lambda records, done: False)
     transport = Recording()
-    proto = connect(app, ToolgateHttpToolsProtocol, transport)
+    proto = connect(app, HttpProtocol, transport)
     proto.data_received(_request())
     await until(lambda: proto._phase == protocol.WAIT, "the request waits for its answer")
     _overdue(proto, 3600)
@@ -188,13 +189,13 @@ async def test_at_the_cap_the_connection_waiting_longest_on_its_client_makes_roo
     slow = []
     for n in range(16):  # slow clients: a head begun, never finished
         transport = Recording()
-        proto = connect(app, ToolgateHttpToolsProtocol, transport, server_state=state)
+        proto = connect(app, HttpProtocol, transport, server_state=state)
         proto.data_received(b"POST /v1/authorize-tool HTTP/1.1\r\nX: ")
         proto._since -= 100 - n  # the first is the oldest
         slow.append((proto, transport))
     assert len(state.connections) == 16
     transport = Recording()
-    connect(app, ToolgateHttpToolsProtocol, transport, server_state=state).data_received(
+    connect(app, HttpProtocol, transport, server_state=state).data_received(
         _request())
     await answered(transport, 1)
     [(status, _, body)] = responses(b"".join(transport.writes))
@@ -212,11 +213,11 @@ async def test_past_the_cap_with_every_connection_busy_a_new_one_gets_503(app):
     state = ServerState()
     busy = []
     for _ in range(16):
-        proto = connect(app, ToolgateHttpToolsProtocol, Recording(), server_state=state)
+        proto = connect(app, HttpProtocol, Recording(), server_state=state)
         proto._phase = protocol.WAIT  # each waits for an answer of ours
         busy.append(proto)
     transport = Recording()
-    refused = connect(app, ToolgateHttpToolsProtocol, transport, server_state=state)
+    refused = connect(app, HttpProtocol, transport, server_state=state)
     status, headers, error = _error(transport)
     assert status == 503 and error["code"] == "unavailable" and "16" in error["message"]
     assert headers["connection"] == "close" and headers["retry-after"] == "1"
@@ -228,7 +229,7 @@ async def test_past_the_cap_with_every_connection_busy_a_new_one_gets_503(app):
     _overdue(refused, 1.1)
     assert transport.closed_after == 1
     refused.connection_lost(None)
-    assert protocol._refusals[0] == 0
+    assert deadlines._refusals[0] == 0
     for proto in busy:
         proto._timer.cancel()
 
@@ -249,14 +250,19 @@ def test_serve_gives_uvicorns_own_protocol_the_cap_and_both_the_keep_alive_wait(
     assert plain["limit_concurrency"] == min(300, connection_cap(Settings(), soft))
 
 
-def test_the_plugins_defaults_are_the_settings_defaults():
-    """Any other app served on the plug-in gets the same limits as toolgate's defaults."""
+def test_any_other_app_gets_the_settings_defaults():
+    """Any other app served on toolgate's protocol gets the same limits as toolgate's
+    defaults."""
+    async def bare(scope, receive, send):
+        pass
+
+    fast, limits = protocol.served(bare)
     defaults = EdgeLimits.from_settings(Settings())
+    assert fast is None
     for name in EdgeLimits.__dataclass_fields__:
         if name != "max_connections":  # fitted to the open-file limit
-            assert getattr(protocol._EdgeDefaults, name) == getattr(defaults, name), name
-    assert protocol._EdgeDefaults.max_connections == Settings().max_connections
-    assert protocol._EdgeDefaults.lingering_refusals == EdgeLimits().lingering_refusals
+            assert getattr(limits, name) == getattr(defaults, name), name
+    assert limits.max_connections == Settings().max_connections
 
 
 # --- an answer before the body: 413 that the client reads ----------------------------------
@@ -268,7 +274,7 @@ async def test_a_413_to_a_client_still_sending_is_followed_by_a_lingering_close(
     sending (which then never read the 413, issue 22): now our side is shut after the
     answer and the body is read and dropped until the client closes."""
     transport = Recording()
-    proto = connect(app, ToolgateHttpToolsProtocol, transport)
+    proto = connect(app, HttpProtocol, transport)
     size = 2 * 1024 * 1024
     proto.data_received(_request(b"", path=path, length=size, extra="Connection: close\r\n"))
     await answered(transport, 1)
@@ -284,7 +290,7 @@ async def test_a_413_to_a_client_still_sending_is_followed_by_a_lingering_close(
 
 async def test_a_413_on_a_kept_alive_connection_drains_the_body_then_serves_the_next(app):
     transport = Recording()
-    proto = connect(app, ToolgateHttpToolsProtocol, transport)
+    proto = connect(app, HttpProtocol, transport)
     size = 2 * 1024 * 1024
     proto.data_received(_request(b"", length=size))
     await answered(transport, 1)
@@ -299,7 +305,7 @@ async def test_a_413_on_a_kept_alive_connection_drains_the_body_then_serves_the_
 
 async def test_draining_is_bounded_in_bytes_and_in_time(app):
     transport = Recording()
-    proto = connect(app, ToolgateHttpToolsProtocol, transport)
+    proto = connect(app, HttpProtocol, transport)
     proto.data_received(_request(b"", length=100 * 1024 * 1024))  # 100 MiB declared
     await answered(transport, 1)
     sent = 0
@@ -313,7 +319,7 @@ async def test_draining_is_bounded_in_bytes_and_in_time(app):
     assert sent <= 8 * 1024 * 1024 + 2 * 65536  # and lingers for as many bytes at most
     # A client that stops sending but does not close: closed after drain_seconds.
     transport = Recording()
-    proto = connect(app, ToolgateHttpToolsProtocol, transport)
+    proto = connect(app, HttpProtocol, transport)
     proto.data_received(_request(b"", length=100 * 1024 * 1024, extra="Connection: close\r\n"))
     await answered(transport, 1)
     assert transport.eof_after == len(transport.writes) and transport.closed_after is None
@@ -323,15 +329,13 @@ async def test_draining_is_bounded_in_bytes_and_in_time(app):
 
 @pytest.fixture
 def tasks(monkeypatch):
-    """How many ASGI tasks uvicorn started."""
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-
+    """The paths of the ASGI tasks the protocol started."""
     started = []
-    original = HttpToolsProtocol._start_asgi_task
+    original = HttpProtocol._start
 
     def counting(self, cycle, app):
         started.append(cycle.scope["path"])
         original(self, cycle, app)
 
-    monkeypatch.setattr(HttpToolsProtocol, "_start_asgi_task", counting)
+    monkeypatch.setattr(HttpProtocol, "_start", counting)
     return started
