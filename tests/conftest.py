@@ -116,7 +116,12 @@ def _pg_database(pool: Pool | None) -> Iterator[str]:
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url, admin_token=ADMIN_TOKEN)
+    # The app's own decision log writer at the test's priority, not 10 steps below it
+    # (the default, for a server's spare core): beside the suite's other worker at full
+    # CPU it got a tenth of a core, and each app's shutdown waited ~2 s for it to start
+    # and drain. Its niceness has tests of its own (tests/decisions/test_writer.py).
+    return Settings(database_url=database_url, admin_token=ADMIN_TOKEN,
+                    decision_log_writer_nice=0)
 
 
 @pytest.fixture
