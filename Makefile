@@ -42,12 +42,14 @@ PYTEST := $(BIN)/python -m pytest
 # builds, the OpenAPI contract run), then those. Either failing fails `make test` (make
 # stops at the first failing line). Exit 5, no test selected, fails the first run; the
 # second's is no failure: with no test marked slow, every test has run in the first.
-# The first runs on every core (pytest-xdist, -n auto): --dist loadscope keeps a module's
-# tests on one worker, so a module's shared server or browser serves all of them, in order.
+# The first runs on every core (pytest-xdist, -n auto): --dist loadgroup hands out single
+# tests, so no worker idles while another finishes a big module; tests that share a module's
+# or a session's fixture (a server, a browser) carry an xdist_group (tests/conftest.py) and
+# stay on one worker, which sets it up once and runs them in order.
 # The slow tests run one at a time: they start servers, browsers and CLIs, and measure
 # deadlines and load that a second worker beside them would distort.
 # --durations=25 prints the 25 slowest tests of each run.
-XDIST := -n auto --dist loadscope --durations=25
+XDIST := -n auto --dist loadgroup --durations=25
 # The real MCP servers, Inspector and Claude Code the suite drives, exactly as each
 # package-lock.json holds them (again whenever a lock changes).
 NPM_STAMPS := $(patsubst %/package-lock.json,%/node_modules/.installed,$(wildcard \

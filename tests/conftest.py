@@ -1,9 +1,11 @@
 """Databases built by the migrations, one fresh database per test, on SQLite and Postgres.
 
 A template is migrated once per session (alembic upgrade head, never create_all); each
-test gets a copy (a file copy on SQLite, CREATE DATABASE ... TEMPLATE on Postgres), so no
-test sees another's rows. Postgres tests skip with a reason when no server answers, unless
-TOOLGATE_REQUIRE_POSTGRES=1 (CI), where a missing Postgres is a failure.
+test gets a copy (a file copy on SQLite; on Postgres a CREATE DATABASE ... TEMPLATE, or a
+database an earlier test of this process used, emptied back to the template's rows under a
+new name: tests/pgpool.py), so no test sees another's rows. Postgres tests skip with a
+reason when no server answers, unless TOOLGATE_REQUIRE_POSTGRES=1 (CI), where a missing
+Postgres is a failure.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,6 +24,7 @@ import pytest
 from app.config import Settings
 from app.main import create_app
 from app.store import migrate
+from tests.pgpool import Pool
 
 PG_DSN = os.environ.get("TOOLGATE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 # One template per test run: runs in parallel (several checkouts, one server) must not drop
@@ -72,6 +74,19 @@ def pg_template() -> Iterator[str | None]:
         asyncio.run(_pg_admin(f"DROP DATABASE IF EXISTS {PG_TEMPLATE} WITH (FORCE)"))
 
 
+@pytest.fixture(scope="session")
+def pg_pool(pg_template: str | None) -> Iterator[Pool | None]:
+    if pg_template is None:
+        yield None
+        return
+    pool = Pool(PG_DSN, pg_template, url_of=_pg_url,
+                dsn_of=lambda name: f"{PG_DSN.rsplit('/', 1)[0]}/{name}")
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path,
                  sqlite_template: Path) -> Iterator[str]:
@@ -80,29 +95,33 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path,
         shutil.copyfile(sqlite_template, path)
         yield f"sqlite+aiosqlite:///{path}"
         return
-    yield from _pg_database(request.getfixturevalue("pg_template"))
+    yield from _pg_database(request.getfixturevalue("pg_pool"))
 
 
 @pytest.fixture
-def postgres_url(pg_template: str | None) -> Iterator[str]:
+def postgres_url(pg_pool: Pool | None) -> Iterator[str]:
     """A migrated Postgres database of its own, for what only Postgres does."""
-    yield from _pg_database(pg_template)
+    yield from _pg_database(pg_pool)
 
 
-def _pg_database(template: str | None) -> Iterator[str]:
-    if template is None:
+def _pg_database(pool: Pool | None) -> Iterator[str]:
+    if pool is None:
         pytest.skip(f"Postgres not reachable at {PG_DSN} (set TOOLGATE_REQUIRE_POSTGRES=1 to fail)")
-    name = f"toolgate_test_{uuid.uuid4().hex[:12]}"
-    asyncio.run(_pg_admin(f"CREATE DATABASE {name} TEMPLATE {template}"))
+    name = pool.take()
     try:
         yield _pg_url(name)
     finally:
-        asyncio.run(_pg_admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        pool.give_back(name)
 
 
 @pytest.fixture
 def settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url, admin_token=ADMIN_TOKEN)
+    # The app's own decision log writer at the test's priority, not 10 steps below it
+    # (the default, for a server's spare core): beside the suite's other worker at full
+    # CPU it got a tenth of a core, and each app's shutdown waited ~2 s for it to start
+    # and drain. Its niceness has tests of its own (tests/decisions/test_writer.py).
+    return Settings(database_url=database_url, admin_token=ADMIN_TOKEN,
+                    decision_log_writer_nice=0)
 
 
 @pytest.fixture
@@ -142,3 +161,42 @@ async def both_paths(request: pytest.FixtureRequest,
                                      headers=ADMIN_HEADERS) as c:
             c.app = app  # type: ignore[attr-defined]
             yield c
+
+
+# `make test` spreads single tests over the workers (--dist loadgroup): a module's tests no
+# longer wait for one worker while the other sits idle at the end. Tests that share what a
+# fixture of theirs set up once (a module's or a session's server, browser, database) stay
+# together on one worker, so it is set up once: such tests get an xdist_group named after
+# that fixture (the module, for module- and class-scoped ones). The databases' templates
+# are per worker and cheap to share, so they do not group anything.
+_PER_WORKER = {"sqlite_template", "pg_template", "pg_pool"}
+_ROOTS = (Path(__file__).resolve().parent, Path(__file__).resolve().parents[1] / "clients")
+
+
+def _shared_fixture(item: pytest.Item) -> str | None:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    for name in sorted(item.fixturenames):  # type: ignore[attr-defined]
+        defs = info.name2fixturedefs.get(name)
+        if not defs or name in _PER_WORKER:
+            continue
+        definition = defs[-1]
+        if definition.scope == "function":
+            continue
+        try:
+            source = Path(definition.func.__code__.co_filename).resolve()
+        except AttributeError:
+            continue
+        if not any(source.is_relative_to(root) for root in _ROOTS):
+            continue  # a plugin's (pytest-asyncio's loop, ...): not ours to keep together
+        if definition.scope in ("module", "class"):
+            return item.nodeid.split("::", 1)[0]
+        return f"{source}:{name}"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if (group := _shared_fixture(item)) is not None:
+            item.add_marker(pytest.mark.xdist_group(group))

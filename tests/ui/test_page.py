@@ -29,7 +29,7 @@ def site(request, tmp_path_factory, sqlite_template) -> Iterator[World]:  # type
         shutil.copyfile(sqlite_template, tmp / "ui.db")
         urls: Iterator[str] = iter([f"sqlite+aiosqlite:///{tmp}/ui.db"])
     else:
-        urls = _pg_database(request.getfixturevalue("pg_template"))
+        urls = _pg_database(request.getfixturevalue("pg_pool"))
     database_url = next(urls)
     proc, url = serve({"TOOLGATE_DATABASE_URL": database_url,
                        "TOOLGATE_ADMIN_TOKEN": ADMIN_TOKEN}, tmp / "serve.log",
@@ -38,7 +38,7 @@ def site(request, tmp_path_factory, sqlite_template) -> Iterator[World]:  # type
         yield setup(url)
     finally:
         stop(proc)
-        for _ in urls:  # drops the Postgres database
+        for _ in urls:  # gives the Postgres database back (reset or dropped)
             pass
 
 
