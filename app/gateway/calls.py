@@ -58,6 +58,19 @@ class Gate:
         self._registered: set[str] = set()
         self._registry_at = -1e9
         self._reports: set[asyncio.Task[None]] = set()
+        self._first_tried = False
+
+    async def first_attempts(self, timeout: float) -> None:
+        """Once, at most `timeout`: until every upstream was tried once (connected or
+        failed), so a client's first tools/list is the upstreams' and not an empty one.
+        The listener answers `initialize` before that: a client that gives up on a slow
+        handshake (Claude Code waits ~8 s) is not kept waiting by a slow upstream."""
+        if self._first_tried:
+            return
+        with anyio.move_on_after(timeout):
+            for upstream in self.upstreams.values():
+                await upstream.wait_first_attempt(timeout)
+        self._first_tried = True
 
     # -- the plan and the registry ---------------------------------------------------------
 

@@ -20,7 +20,6 @@ from app.gateway.server import ToolsChanged, build_server
 from app.gateway.upstream import Upstream
 
 log = logging.getLogger("toolgate.gateway")
-FIRST_CONNECT_SECONDS = 30.0  # how long the listener waits for the upstreams' first try
 
 
 class StartError(Exception):
@@ -77,9 +76,6 @@ async def serve(config: GatewayConfig) -> None:
         tasks.start_soon(tools_changed.run)
         for upstream in upstreams.values():
             tasks.start_soon(upstream.supervise)
-        with anyio.move_on_after(FIRST_CONNECT_SECONDS):
-            for upstream in upstreams.values():
-                await upstream.wait_first_attempt(FIRST_CONNECT_SECONDS)
         if http is not None:
             await _serve_http(server, http, listener_token)
         else:

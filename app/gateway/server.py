@@ -40,6 +40,7 @@ SCHEMA = {"type": "object",
           "required": ["confirm"]}
 ELICITATION = types.ClientCapabilities(elicitation=types.ElicitationCapability())
 NOTIFY_SECONDS = 5.0  # one client's channel that does not take a notification is skipped
+FIRST_CONNECT_SECONDS = 30.0  # how long a first tools/list waits for the upstreams' first try
 
 log = logging.getLogger("toolgate.gateway")
 
@@ -144,10 +145,12 @@ def build_server(gate: Gate, tools_changed: ToolsChanged | None = None) -> Serve
 
     async def on_list_tools(ctx: ServerRequestContext[Any],
                             params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        await gate.first_attempts(FIRST_CONNECT_SECONDS)
         return types.ListToolsResult(tools=gate.list_tools())
 
     async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
                            ) -> types.CallToolResult | types.InputRequiredResult:
+        await gate.first_attempts(FIRST_CONNECT_SECONDS)
         args = dict(params.arguments or {})
         can_elicit = ctx.session.check_client_capability(ELICITATION)
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS

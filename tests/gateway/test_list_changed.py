@@ -237,3 +237,28 @@ async def test_a_client_over_stdio_is_told(toolgate: Toolgate, folder: Path, old
             grown = await client.call_tool("rec.grow", {})
             await told_until(told.next, client, lambda listed: f"rec.{text(grown)}" in listed)
     assert not grown.is_error, text(grown)
+
+
+async def test_a_stdio_client_is_answered_before_a_slow_upstream_and_lists_its_tools(
+        toolgate: Toolgate, folder: Path) -> None:
+    """The stdio listener answers `initialize` at once (Claude Code gives up on a handshake
+    after ~8 s, issue 33), while an upstream is still starting; the client's first tools/list
+    then waits for that upstream's first try and shows its tools."""
+    go = folder / "go"
+    waiting = ["sh", "-c", f'while [ ! -e "{go}" ]; do sleep 0.05; done; exec "$0" "$@"',
+               *recorder_command(folder / "slow.jsonl")]
+    config = write_config(folder, toolgate.url, {"slow": {
+        "command": waiting, "trust_annotations": True,
+        "sandbox": {"id": "rec", "root": str(folder)}}})
+    async with stdio_client(config, gateway_env(toolgate)) as client:
+        assert not go.exists()  # initialized while the upstream has not even started
+
+        async def start_upstream() -> None:
+            await anyio.sleep(0.5)
+            go.touch()
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(start_upstream)
+            with anyio.fail_after(WAIT):
+                listed = await names(client)
+        assert "slow.grow" in listed, listed
