@@ -6,14 +6,15 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 from sqlalchemy import delete, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.edge.errors import InvalidInput, NotFound
 from app.edge.openapi import errors
 from app.edge.routing import JSONRoute
-from app.kit.deps import CallerDep, NameParam, Session, SettingsDep
+from app.kit.deps import CallerDep, NameParam, Session, Sessions, SettingsDep
 from app.log.audit import audit_change
 from app.store.base import utcnow
-from app.store.engine import get_locked
+from app.store.engine import WRITE_OPTION, get_locked
 from app.webhooks import guard
 from app.webhooks.schemas import DeliveryList, WebhookIn, WebhookList, WebhookOut
 from app.webhooks.service import delivery_out, start_cursor, webhook_out
@@ -40,8 +41,8 @@ async def list_webhooks(session: Session) -> dict:
 @router.put("/webhooks/{name}", response_model=WebhookOut,
             responses={201: {"model": WebhookOut, "description": "Created"}},
             summary="Create or replace a webhook")
-async def put_webhook(name: NameParam, body: WebhookIn, session: Session, caller: CallerDep,
-                      response: Response, settings: SettingsDep) -> dict:
+async def put_webhook(name: NameParam, body: WebhookIn, sessions: Sessions,
+                      caller: CallerDep, response: Response, settings: SettingsDep) -> dict:
     """Events from now on are delivered to `url`, signed with `secret` (write-only: never
     in a GET, an export or an audit record). A URL with user info, or whose host is or
     resolves to an address inside (loopback, private, link-local, unspecified, multicast,
@@ -55,6 +56,17 @@ async def put_webhook(name: NameParam, body: WebhookIn, session: Session, caller
     except guard.Refused as refused:
         raise InvalidInput(f"url: {refused}", fields=[
             {"field": "url", "message": str(refused), "type": "url_not_allowed"}]) from None
+    # The write transaction begins only now, after the resolution (up to
+    # guard.RESOLVE_SECONDS): on SQLite it holds the database's write lock, which the
+    # decision log's writer and every other change wait for (the `Session` dependency
+    # would have taken it before the route ran).
+    async with sessions() as session, session.begin():
+        await session.connection(execution_options={WRITE_OPTION: True})
+        return await _put(session, name, body, caller, response)
+
+
+async def _put(session: AsyncSession, name: str, body: WebhookIn, caller: CallerDep,
+               response: Response) -> dict:
     row = await get_locked(session, Webhook, name)
     before = _config(row) if row else None
     now = utcnow()

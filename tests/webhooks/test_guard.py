@@ -185,3 +185,43 @@ def test_the_allow_list_takes_hosts_and_networks():
     assert allow.allows_address(ipaddress.ip_address("127.9.9.9"))
     assert allow.allows_address(ipaddress.ip_address("::1"))
     assert not allow.allows_address(ipaddress.ip_address("10.0.0.1"))
+
+
+@pytest.fixture
+async def impatient_client(settings):
+    """Writes wait at most 0.5 s for a lock (a write blocked behind another fails fast)."""
+    from tests.conftest import app_client
+    async with app_client(settings.model_copy(update={"db_timeout_seconds": 0.5})) as c:
+        yield c
+
+
+async def test_a_slow_dns_answer_at_creation_holds_no_write_lock(impatient_client,
+                                                                 monkeypatch):
+    """The URL is checked (resolved: up to guard.RESOLVE_SECONDS) before the change's write
+    transaction begins: on SQLite that transaction holds the database's write lock, which
+    the decision log's writer and every other change wait for. Before, a name that took
+    seconds to resolve held it that long: a change made meanwhile failed (503)."""
+    import asyncio
+    client = impatient_client
+    resolving, answer = asyncio.Event(), asyncio.Event()
+
+    async def slow(host, port):
+        resolving.set()
+        await answer.wait()
+        return [ipaddress.ip_address(PUBLIC)]
+    monkeypatch.setattr(guard, "resolve", slow)
+    creating = asyncio.create_task(client.put("/v1/webhooks/slow", json={
+        "url": "https://slow.example.com/hook", "events": ["decision.denied"],
+        "secret": SECRET}))
+    try:
+        await asyncio.wait_for(resolving.wait(), 30)
+        # While the name resolves (longer than any write waits for a lock), other changes
+        # go through.
+        r = await client.put("/v1/actions/meanwhile", json={"project": "web"})
+        assert r.status_code in (200, 201), r.text
+    finally:
+        answer.set()
+    r = await creating
+    assert r.status_code == 201, r.text
+    assert (await client.get("/v1/webhooks/slow")).json()["url"] == \
+        "https://slow.example.com/hook"
