@@ -201,3 +201,88 @@ def _export_all(database_url: str) -> list[bytes]:
             await engine.dispose()
 
     return asyncio.run(run())
+
+
+class _FakeLog:
+    """A service's audit routes as the witness reads them (GET /v1/audit/checkpoint,
+    /checkpoints?since=, /export?after_seq=&until_seq=), over records and notes the test
+    sets: what a service that rewrote or rolled back its log would answer."""
+
+    def __init__(self, signer, records: list[dict]) -> None:
+        self.signer, self.records, self.points = signer, records, []
+
+    def sign(self, seq: int, head_hash: str | None = None) -> None:
+        from app.log.checkpoints import make
+
+        _, row = make(self.signer, seq, head_hash or self.records[seq - 1]["hash"],
+                      f"2026-01-01T00:00:{seq:02d}.000000Z")
+        self.points.append(row)
+
+    def client(self) -> httpx.Client:
+        def answer(request: httpx.Request) -> httpx.Response:
+            q = request.url.params
+            if request.url.path == "/v1/audit/checkpoint":
+                return httpx.Response(200, json=self.points[-1]) if self.points else \
+                    httpx.Response(404, json={})
+            if request.url.path == "/v1/audit/checkpoints":
+                since = int(q.get("since", "0"))
+                return httpx.Response(200, json={"next_since": None, "items": [
+                    p for p in self.points if p["seq"] > since]})
+            after, until = int(q.get("after_seq", "0")), int(q["until_seq"])
+            return httpx.Response(200, content=b"".join(
+                orjson.dumps(r) + b"\n" for r in self.records if after < r["seq"] <= until))
+        return httpx.Client(base_url="http://log", transport=httpx.MockTransport(answer))
+
+
+def test_the_witness_refuses_a_seq_that_goes_back_or_gets_a_second_hash(tmp_path):
+    """The witness's own rules (SPEC §16), one round each: a log that extends what it
+    stored is stored; a latest checkpoint behind the stored one, a seq signed with another
+    hash, a chain that does not lead from the stored head, or a note another key signed,
+    is a fork, and nothing new is stored."""
+    import pytest
+
+    from app.cli.witness import Fork, Store, round_once
+    from app.log.note import NoteError, Signer
+    from tests.cli.test_cli import _chain
+
+    signer = Signer.generate("toolgate.test/log")
+    records = _chain(12)
+    log = _FakeLog(signer, records)
+    store = Store(str(tmp_path / "store"), [signer.verifier()])
+    log.sign(4)
+    assert round_once(log.client(), store) == 1
+    log.sign(8)
+    log.sign(10)
+    assert round_once(log.client(), store) == 2  # 8 and 10, the export 5..10 verifying
+    assert store.latest().seq == 10
+    assert round_once(log.client(), store) == 0  # nothing new
+
+    held = sorted(p.name for p in store.folder.glob("*.note"))
+    cases = {
+        "seq went back from 10 to 8": lambda fake: fake.points.append(fake.points[1]),
+        "seq 10 has two hashes": lambda fake: fake.sign(10, "f" * 64),
+    }
+    for why, change in cases.items():
+        fake = _FakeLog(signer, records)
+        fake.points = list(log.points)
+        change(fake)
+        with pytest.raises(Fork, match=why) as raised:
+            round_once(fake.client(), store)
+        assert "stored checkpoint seq 10 head_hash" in str(raised.value)
+    # A history rewritten from seq 6 on, with recomputed hashes, signed again at 12.
+    forged = [dict(r) for r in records]
+    forged[5]["allowed"] = not forged[5]["allowed"]
+    prev = forged[5]["prev_hash"]
+    for record in forged[5:]:
+        record["prev_hash"] = prev
+        record["hash"] = prev = record_hash(record)
+    rewritten = _FakeLog(signer, forged)
+    rewritten.sign(12)
+    with pytest.raises(Fork, match="does not verify|history was rewritten"):
+        round_once(rewritten.client(), store)
+    # The same head signed by a key the witness does not hold.
+    stranger = _FakeLog(Signer.generate("toolgate.test/log"), records)
+    stranger.sign(12)
+    with pytest.raises(NoteError):
+        round_once(stranger.client(), store)
+    assert sorted(p.name for p in store.folder.glob("*.note")) == held

@@ -14,7 +14,7 @@ import pytest
 
 from app.log.chain import record_hash, verify
 from app.log.checkpoints import Against, open_checkpoint, verify_between
-from app.log.note import Signer, Verifier
+from app.log.note import NoteError, Signer, Verifier
 from tests.conftest import app_client
 
 TOOL = {"name": "t", "capability": {"writes": False, "checkpointable": True, "unsafe": False}}
@@ -144,7 +144,9 @@ async def test_checkpoints_list_and_extend(signed):
     a, b = open_checkpoint(one["note"], [verifier]), open_checkpoint(two["note"], [verifier])
     assert verify_between(records[a.seq:], a, [b]) is None
     assert verify_between(records, None, [a, b]) is None
-    forged = forge(records, a.seq - 2)
+    # The signed head itself rewritten (index a.seq - 1 is seq a.seq; a.seq may be 1
+    # when the writer signed after the first decision alone).
+    forged = forge(records, a.seq - 1)
     assert verify_between(forged[a.seq:], a, [b]) is not None
 
 
@@ -212,3 +214,48 @@ async def test_two_writers_on_one_database_make_one_sequence(signed):
     assert sum(k == "checkpoint" for k in kinds) == len(listed)
     # Never two checkpoints of one interval (the due rule's slack is a tenth of it).
     assert all((b - a).total_seconds() >= 0.9 * 0.2 for a, b in zip(times, times[1:], strict=False))
+
+
+async def test_a_rotated_key_signs_from_its_first_checkpoint_and_both_are_listed(signed,
+                                                                               tmp_path):
+    """Key rotation (SPEC §16, docs/checkpoints.md): restarted with a new key, the service
+    signs its checkpoints with it; GET /v1/audit/public-key lists the old key with the seq
+    range it signed and the new one, current, from its first checkpoint; each stored note
+    verifies by the key listed for its seq, and the latest checkpoint still `verifies`."""
+    settings, old = signed
+    async with app_client(settings) as client:
+        await decide(client, 3)
+        before = await wait_for_checkpoint(client)
+        listed = (await client.get("/v1/audit/public-key")).json()
+        assert listed["keys"] == [{"verifier_key": old.verifier().key(), "current": True,
+                                   "first_seq": listed["keys"][0]["first_seq"],
+                                   "last_seq": before["seq"]}]
+    rotated = tmp_path / "rotated"  # a new file, the same origin (docs/checkpoints.md)
+    rotated.mkdir()
+    path, new = signing_key(rotated)
+    async with app_client(settings.model_copy(update={"log_signing_key": path})) as client:
+        unsigned = (await client.get("/v1/audit/public-key")).json()
+        assert unsigned["verifier_key"] == new.verifier().key()
+        assert unsigned["keys"][-1] == {"verifier_key": new.verifier().key(),
+                                        "first_seq": None, "last_seq": None, "current": True}
+        await decide(client, 3)
+        after = await wait_for_checkpoint(client, before["seq"])
+        assert after["verifies"] is True
+        assert after["verifier_key"] == new.verifier().key()
+        keys = (await client.get("/v1/audit/public-key")).json()
+        points = (await client.get("/v1/audit/checkpoints")).json()["items"]
+    assert keys["verifier_key"] == new.verifier().key()
+    old_entry, new_entry = keys["keys"]
+    assert (old_entry["verifier_key"], old_entry["current"]) == (old.verifier().key(), False)
+    assert (new_entry["verifier_key"], new_entry["current"]) == (new.verifier().key(), True)
+    assert old_entry["last_seq"] < new_entry["first_seq"] <= after["seq"]
+    assert new_entry["last_seq"] == after["seq"]
+    for point in points:
+        entry = old_entry if point["seq"] <= old_entry["last_seq"] else new_entry
+        assert entry["first_seq"] <= point["seq"] <= entry["last_seq"]
+        verifier = Verifier.parse(entry["verifier_key"])
+        assert open_checkpoint(point["note"], [verifier]).seq == point["seq"]
+        other = Verifier.parse((new_entry if entry is old_entry else old_entry)
+                               ["verifier_key"])
+        with pytest.raises(NoteError):
+            open_checkpoint(point["note"], [other])

@@ -130,11 +130,26 @@ async def test_a_destructive_write_needs_a_confirmation_by_elicitation(
 
 
 async def test_every_call_is_a_decision_named_server_tool(
-        gateway: HttpGateway, toolgate: Toolgate) -> None:
+        gateway: HttpGateway, toolgate: Toolgate, folders: dict[str, Path]) -> None:
+    """Each call, allowed or denied, is one decision the page lists (GET /v1/decisions,
+    what it reads), under the name the client called, and found by that name."""
+    calls = [("fs.list_allowed_directories", {}, True),
+             ("fs.read_text_file", {"path": str(folders["work"] / "notes.txt")}, True),
+             ("fs.create_directory", {"path": str(folders["outside"] / "listed")}, False),
+             ("fs.write_file", {"path": str(folders["work"] / "listed.txt"),
+                                "content": "x"}, False)]
+    made: dict[str, tuple[str, bool]] = {}
     async with http_client(gateway.url, gateway.token) as client:
-        await client.call_tool("fs.list_allowed_directories", {})
-    tools = {item["tool"] for item in toolgate.decisions() if item["kind"] == "authorize"}
-    assert tools and all(tool.startswith("fs.") for tool in tools), tools
+        for name, args, allowed in calls:
+            meta = decision_meta(await client.call_tool(name, args))
+            assert meta["allowed"] is allowed, (name, meta)
+            made[meta["decision_id"]] = (name, allowed)
+    listed = {item["decision_id"]: (item["tool"], item["allowed"])
+              for item in toolgate.decisions() if item["kind"] == "authorize"}
+    assert {d: listed.get(d) for d in made} == made
+    assert all(tool.startswith("fs.") for tool, _ in listed.values()), listed
+    by_name = {item["decision_id"] for item in toolgate.decisions(tool="fs.write_file")}
+    assert {d for d, (name, _) in made.items() if name == "fs.write_file"} <= by_name
 
 
 async def test_no_call_gets_through_while_toolgate_is_down(

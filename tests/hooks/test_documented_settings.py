@@ -1,0 +1,41 @@
+"""The settings the real-CLI tests run under (tests/hooks/claude_cli.py) are the ones
+docs/coding-agents.md tells users to paste ("The settings to paste"), so that "gated under
+the documented settings" stays true of the suite when either changes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.docblocks import blocks
+from tests.hooks.claude_cli import command_hooks, http_hooks
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "coding-agents.md"
+
+
+def _pasted() -> list[dict]:
+    """The page's JSON blocks that are whole Claude Code settings (hooks and permissions)."""
+    found = []
+    for block in blocks(PAGE):
+        if block.lang != "json":
+            continue
+        try:
+            doc = json.loads(block.text)
+        except ValueError:
+            continue
+        if isinstance(doc, dict) and {"hooks", "permissions"} <= set(doc):
+            found.append(doc)
+    return found
+
+
+def test_the_suites_settings_are_the_documented_ones() -> None:
+    http, command = _pasted()[:2]
+    assert http == http_hooks("http://127.0.0.1:8000", "action=coding")
+    # The suite passes the URL as --url; the page takes it from TOOLGATE_URL: the same.
+    tested = command_hooks("toolgate", "http://127.0.0.1:8000", "--action", "coding")
+    for event in tested["hooks"].values():
+        for hook in event[0]["hooks"]:
+            hook["command"] = hook["command"].replace(" --url http://127.0.0.1:8000", "")
+    assert command == tested
+    # No allow rules of Claude Code's own: toolgate's allow is the only permission.
+    assert http["permissions"]["allow"] == command["permissions"]["allow"] == []
