@@ -17,7 +17,7 @@ from app.store.base import utcnow
 from app.store.engine import WRITE_OPTION, get_locked
 from app.webhooks import guard
 from app.webhooks.schemas import DeliveryList, WebhookIn, WebhookList, WebhookOut
-from app.webhooks.service import delivery_out, start_cursor, webhook_out
+from app.webhooks.service import delivery_out, shown_url, start_cursor, webhook_out
 from app.webhooks.tables import Webhook, WebhookDelivery
 
 router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["webhooks"])
@@ -28,8 +28,8 @@ def not_found(name: str) -> NotFound:
 
 
 def _config(row: Webhook) -> dict:
-    """What the audit record shows of a webhook: never its secret."""
-    return {"url": row.url, "events": row.events, "projects": row.projects}
+    """What the audit record shows of a webhook: never its secret, nor URL credentials."""
+    return {"url": shown_url(row.url), "events": row.events, "projects": row.projects}
 
 
 @router.get("/webhooks", response_model=WebhookList, summary="Every webhook (no secrets)")

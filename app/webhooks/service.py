@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 from sqlalchemy import and_, or_, select, update
@@ -193,8 +194,17 @@ def delivery_out(row: WebhookDelivery) -> dict[str, Any]:
             "delivered_at": iso(row.delivered_at) if row.delivered_at else None}
 
 
+def shown_url(url: str) -> str:
+    """`url` with any user info replaced by `***`."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
+
+
 def webhook_out(row: Webhook) -> dict[str, Any]:
-    """A webhook as the API shows it: never its secret."""
-    return {"name": row.name, "url": row.url, "events": row.events,
+    """A webhook as the API shows it: never its secret, nor credentials in its URL (refused
+    since SPEC §17, but a row stored before that may still hold some)."""
+    return {"name": row.name, "url": shown_url(row.url), "events": row.events,
             "projects": row.projects, "created_at": iso(row.created_at),
             "updated_at": iso(row.updated_at)}

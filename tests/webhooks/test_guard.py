@@ -9,8 +9,10 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
+from sqlalchemy import update
 
 from app.webhooks import guard
+from app.webhooks.tables import Webhook
 from tests.approvals.test_approvals import authorize, call, new_key, setup
 from tests.webhooks.receiver import Receiver
 from tests.webhooks.test_webhooks import attempted, rounds
@@ -59,6 +61,22 @@ async def test_urls_with_credentials_are_refused(client, url):
     assert r.status_code == 422, r.text
     assert "url" in r.text and "pw-k3pt-s3cret" not in r.text
     assert (await client.get("/v1/webhooks/creds")).status_code == 404
+    assert "pw-k3pt-s3cret" not in (await client.get("/v1/decisions?kind=config")).text
+
+
+async def test_credentials_of_a_row_stored_before_the_rule_are_never_shown(client):
+    """A webhook stored before URLs with credentials were refused keeps its row, but no
+    read shows the credentials (they are never sent either: see the delivery tests)."""
+    r = await client.put("/v1/webhooks/old", json={
+        "url": f"https://{PUBLIC}/hook", "events": ["decision.denied"], "secret": SECRET})
+    assert r.status_code == 201, r.text
+    async with client.app.state.sessions() as session, session.begin():
+        await session.execute(update(Webhook).where(Webhook.name == "old").values(
+            url=f"https://user:pw-k3pt-s3cret@{PUBLIC}/hook"))
+    one, listed = await client.get("/v1/webhooks/old"), await client.get("/v1/webhooks")
+    assert one.json()["url"] == f"https://***@{PUBLIC}/hook"
+    assert "pw-k3pt-s3cret" not in one.text + listed.text
+    assert (await client.delete("/v1/webhooks/old")).status_code == 204
     assert "pw-k3pt-s3cret" not in (await client.get("/v1/decisions?kind=config")).text
 
 
