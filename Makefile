@@ -11,7 +11,7 @@ UV := .uv/bin/uv
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: install run test test-fast test-ts lint lock migrate bench image clean
+.PHONY: install link run test test-fast test-ts lint lock migrate bench image clean
 
 $(UV):
 	$(PYTHON) -m venv .uv
@@ -22,17 +22,20 @@ $(UV):
 # re-resolution.
 $(STAMP): uv.lock pyproject.toml clients/python/pyproject.toml | $(UV)
 	$(UV) sync --locked --extra dev --python $(PYTHON)
-	@LINK=$(LINK) sh deploy/link-cli.sh $(BIN)/toolgate
 	touch $(STAMP)
 
 # `toolgate` on the PATH of every new shell (deploy/link-cli.sh): a link in the first
-# writable folder of ~/.local/bin, /usr/local/bin that is on PATH. `make LINK=0 ...`: none.
+# writable folder of ~/.local/bin, /usr/local/bin that is on PATH, made again by every
+# `make run`, `migrate` or `install` when it points elsewhere (another checkout's .venv);
+# silent when it is already this one's. `make LINK=0 ...`: none.
 LINK ?= 1
+link: $(STAMP)
+	@LINK=$(LINK) sh deploy/link-cli.sh $(BIN)/toolgate
 
-run: $(STAMP)
+run: link
 	$(BIN)/toolgate serve
 
-migrate: $(STAMP)
+migrate: link
 	$(BIN)/toolgate migrate
 
 PYTEST := $(BIN)/python -m pytest
@@ -73,8 +76,8 @@ test-ts:
 	npm ci --prefix clients/typescript --no-audit --no-fund
 	npm test --prefix clients/typescript
 
-# Only the install step (what `run` and `test` do first).
-install: $(STAMP)
+# Only the install step (what `run` and `test` do first), and the command's link.
+install: link
 
 lint: $(STAMP)
 	$(BIN)/ruff check app tests migrations clients/python bench

@@ -77,7 +77,7 @@ def verify(
         "answer, in a file): the export must hold its (seq, head_hash); with --file")] = None,
     public_key: Annotated[list[str] | None, typer.Option(
         "--public-key", help="The verifier key the checkpoint must be signed by "
-        "(<origin>+<id>+<key>, or a file holding it); repeat for rotated keys")] = None,
+        "(`<origin>+<id>+<key>`, or a file holding it); repeat for rotated keys")] = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print the result as JSON (ok, checked, first_bad, head, range)")]
         = False,
@@ -225,7 +225,7 @@ def _against(checkpoint: str | None, keys: list[str], file: str | None):  # noqa
 @audit.command("witness")
 def witness(
     public_key: Annotated[list[str], typer.Option(
-        "--public-key", help="The log's verifier key (<origin>+<id>+<key>, or a file "
+        "--public-key", help="The log's verifier key (`<origin>+<id>+<key>`, or a file "
         "holding it); repeat for rotated keys")],
     store: Annotated[str, typer.Option(help="Folder keeping the checkpoints (one file "
                                        "each), where the database's admin cannot write")],
@@ -276,6 +276,12 @@ def prune(
         finally:
             await engine.dispose()
 
-    result = asyncio.run(run())
+    try:
+        result = asyncio.run(run())
+    except Exception as exc:  # unreachable or refusing database: one line, as `migrate`
+        from app.cli.main import _one_line
+
+        typer.echo(f"toolgate: cannot prune the decision log: {_one_line(exc)}", err=True)
+        raise typer.Exit(2) from None
     typer.echo(f"removed {result['deleted']} records; chain anchored at seq "
                f"{result['anchor_seq']} ({result['anchor_hash']})")

@@ -107,8 +107,9 @@ def revoke(
     typer.echo(f"revoked {key_id}")
 
 
-signing_key = typer.Typer(help="The decision log's checkpoint signing key (SPEC §16).",
-                          no_args_is_help=True)
+signing_key = typer.Typer(
+    help="The decision log's checkpoint signing key (docs/checkpoints.md).",
+    no_args_is_help=True)
 keys.add_typer(signing_key, name="signing-key")
 
 

@@ -38,7 +38,9 @@ def _load(name: str, target: str) -> click.Command:
         obj.rich_markup_mode = MARKUP  # one paragraph reads as one, as in the root's help
         command = typer.main.get_group(obj)
     else:
-        single = typer.Typer(rich_markup_mode=MARKUP)
+        # No --install-completion of its own: completion is the root's (`toolgate
+        # --install-completion`), as for the eager commands.
+        single = typer.Typer(rich_markup_mode=MARKUP, add_completion=False)
         single.command(name)(obj)
         command = typer.main.get_command(single)
     command.name = name
