@@ -39,6 +39,7 @@ from app.hooks.asgi import HookPath
 from app.hooks.routes import router as hooks_router
 from app.hooks.service import Hooks
 from app.kit.notify import Notifier
+from app.ledger.book import for_database as outcome_book
 from app.ledger.reader import for_database as ledger_reader
 from app.ledger.routes import router as ledger_router
 from app.ledger.service import Ledger
@@ -114,7 +115,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ledger = Ledger(sessions, hold_seconds=settings.cost_hold_seconds,
                         reader=ledger_reader(settings.database_url,
                                              settings.db_timeout_seconds),
-                        plan_of=plan_repo.get_plan)
+                        plan_of=plan_repo.get_plan,
+                        book=outcome_book(settings.database_url, settings.db_timeout_seconds,
+                                          settings.sqlite_synchronous))
         authorizer = Authorizer(sessions=sessions, plans=plans, registry=registry,
                                 masked=settings.masked, approvals=approvals, ledger=ledger)
         await notifier.start()

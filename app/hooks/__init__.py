@@ -4,7 +4,7 @@ tool call of an unmodified agent is decided, recorded and its outcome reported.
   claude.py      the protocol as data: hook body -> HookCall, decision -> hook answer (pure)
   service.py     Hooks: a plan per session, the decision through the authorize pipeline
                  (app/authorize/pipeline.py) and the decision log, PostToolUse -> the
-                 outcome (ledger.outcomes.report)
+                 outcome (ledger.book.report)
   repository.py  the decision made for a tool_use_id, found in the log
   asgi.py        POST /v1/hooks/claude-code as plain ASGI, over the pipeline (every failure
                  answered as a deny)

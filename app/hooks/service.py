@@ -29,14 +29,14 @@ from app.hooks.repository import decision_for
 from app.kit.caller import Caller
 from app.kit.canonical import canonical_sha256
 from app.kit.schemas import NAME_PATTERN
-from app.ledger import outcomes
+from app.ledger import book
 from app.ledger.schemas import OutcomeIn
 from app.ledger.service import Ledger
 from app.log.audit import record_decisions
 from app.plans.schemas import PlanIn
 from app.plans.use import plan_use
 from app.policy.tool import MissingCapability
-from app.store.engine import WRITE_OPTION
+from app.store.engine import WRITE_OPTION, read_only
 
 log = logging.getLogger("toolgate")
 _NAME = re.compile(NAME_PATTERN)
@@ -147,25 +147,25 @@ class Hooks:
 
     async def _outcome(self, call: HookCall, plan_id: str, *, principal: Principal,
                        caller: Caller) -> dict[str, Any]:
-        async with self.sessions() as session, session.begin():
-            await session.connection(execution_options={WRITE_OPTION: True})
+        async with read_only(self.sessions) as session:
             found = await decision_for(session, plan_id=plan_id, tool_use_id=call.tool_use_id,
                                        tool=call.tool)
-            if found is None:
-                raise Undecidable(f"no decision of plan '{plan_id}' was made for tool_use_id "
-                                  f"'{call.tool_use_id}' ({call.agent_tool}): it ran without "
-                                  "toolgate's allow", code="no_decision", event=call.event)
-            if not found.allowed:
-                if found.code == "human_approval_required":
-                    return {}  # `ask`: Claude Code's user allowed it; nothing of toolgate's did
-                raise Undecidable(f"decision {found.decision_id} denied tool_use_id "
-                                  f"'{call.tool_use_id}', yet it ran", code="ran_after_deny",
-                                  event=call.event)
-            failed = call.failure is not None
-            body = OutcomeIn(status="execution_failed" if failed else "succeeded",
-                             error=call.failure, args_sha256=canonical_sha256(call.args))
-            await outcomes.report(session, self.ledger, decision_id=found.decision_id,
-                                  body=body, principal=principal, caller=caller)
+        if found is None:
+            raise Undecidable(f"no decision of plan '{plan_id}' was made for tool_use_id "
+                              f"'{call.tool_use_id}' ({call.agent_tool}): it ran without "
+                              "toolgate's allow", code="no_decision", event=call.event)
+        if not found.allowed:
+            if found.code == "human_approval_required":
+                return {}  # `ask`: Claude Code's user allowed it; nothing of toolgate's did
+            raise Undecidable(f"decision {found.decision_id} denied tool_use_id "
+                              f"'{call.tool_use_id}', yet it ran", code="ran_after_deny",
+                              event=call.event)
+        failed = call.failure is not None
+        body = OutcomeIn(status="execution_failed" if failed else "succeeded",
+                         error=call.failure, args_sha256=canonical_sha256(call.args))
+        # Booked like POST /v1/decisions/{id}/outcome (app/ledger/book.py): it reads the
+        # decision again, inside the report's own transaction.
+        await book.report(self.ledger.book, found.decision_id, body, principal, caller)
         return {}
 
 

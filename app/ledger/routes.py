@@ -11,7 +11,7 @@ from app.edge.errors import NotFound, ToolgateError
 from app.edge.openapi import errors
 from app.edge.routing import JSONRoute
 from app.kit.deps import CallerDep, NameParam, Session
-from app.ledger import outcomes
+from app.ledger import book
 from app.ledger.deps import LedgerDep
 from app.ledger.schemas import (
     CreditIn,
@@ -40,37 +40,35 @@ REPORTED = errors(403, 404, 409, s409="the decision was a deny, or already has a
              responses={200: {"description": "The same report again: the stored outcome",
                               "model": OutcomeOut}, **REPORTED},
              summary="Report what an allowed tool call did")
-async def report_outcome(decision_id: str, body: OutcomeIn, session: Session,
-                         principal: PrincipalDep, caller: CallerDep,
-                         ledger: LedgerDep) -> Response:
+async def report_outcome(decision_id: str, body: OutcomeIn, principal: PrincipalDep,
+                         caller: CallerDep, ledger: LedgerDep) -> Response:
     """201 for the first report, 200 for the same body again, 409 for a different one.
-    Only the key that made the decision, or an admin, may report."""
-    status, out = await outcomes.report(session, ledger, decision_id=decision_id, body=body,
-                                        principal=principal, caller=caller)
+    Only the key that made the decision, or an admin, may report. Booked in one
+    transaction of the ledger's own connection (app/ledger/book.py), not the session."""
+    status, out = await book.report(ledger.book, decision_id, body, principal, caller)
     return _json(out, status)
 
 
 @router.post("/outcomes", response_model=OutcomeBatchOut,
              summary="Report up to 100 outcomes, answered in order")
-async def report_outcomes(body: OutcomeBatchIn, session: Session, principal: PrincipalDep,
+async def report_outcomes(body: OutcomeBatchIn, principal: PrincipalDep,
                           caller: CallerDep, ledger: LedgerDep) -> Response:
     """Each item is answered on its own (`status_code` as its single route would; `error`
-    its error envelope's body): one refused item changes nothing of the others."""
+    its error envelope's body): one refused item changes nothing of the others. All are
+    booked in one transaction, each item in a savepoint of its own."""
+    reports = [book.Report(item.decision_id, OutcomeIn.model_validate(
+        item.model_dump(exclude={"decision_id"}, exclude_unset=True)), principal, caller)
+        for item in body.outcomes]
     items = []
-    for item in body.outcomes:
-        report = OutcomeIn.model_validate(item.model_dump(exclude={"decision_id"},
-                                                          exclude_unset=True))
-        try:
-            async with session.begin_nested():
-                status, out = await outcomes.report(
-                    session, ledger, decision_id=item.decision_id, body=report,
-                    principal=principal, caller=caller)
-            items.append({"decision_id": item.decision_id, "status_code": status,
-                          "outcome": out})
-        except ToolgateError as refused:
-            items.append({"decision_id": item.decision_id, "status_code": refused.status,
-                          "error": {"code": refused.code, "message": refused.message,
-                                    "details": refused.details}})
+    for report, result in zip(reports, await ledger.book.book(reports, alone=False),
+                              strict=True):
+        if isinstance(result, ToolgateError):
+            items.append({"decision_id": report.decision_id, "status_code": result.status,
+                          "error": {"code": result.code, "message": result.message,
+                                    "details": result.details}})
+        else:
+            items.append({"decision_id": report.decision_id, "status_code": result[0],
+                          "outcome": result[1]})
     return _json({"items": items})
 
 

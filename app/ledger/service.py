@@ -129,8 +129,11 @@ class Ledger:
 
     def __init__(self, sessions: async_sessionmaker[AsyncSession], *,
                  hold_seconds: int = 3600, reader: SQLiteKnown | PostgresKnown | None = None,
-                 plan_of: PlanLookup | None = None) -> None:
+                 plan_of: PlanLookup | None = None, book: Any = None) -> None:
         self.sessions = sessions
+        # Outcome reports' own connection (app/ledger/book.py for_database); main.py
+        # builds it, the routes and the hooks book through it.
+        self.book = book
         # The ledger knows plans by id only; the route crediting a plan asks this for the
         # plan (its project): main.py wires app/plans/repository.py's get_plan, so the
         # ledger imports no feature that builds on it.
@@ -141,6 +144,8 @@ class Ledger:
     async def close(self) -> None:
         if self.reader is not None:
             await self.reader.close()
+        if self.book is not None:
+            await self.book.close()
 
     # --- checks 7 and 8 ----------------------------------------------------------------
 
@@ -221,32 +226,6 @@ class Ledger:
             await _add(session, hold.plan_id, hold.project, held=-hold.amount)
 
     # --- outcomes ----------------------------------------------------------------------
-
-    async def settle(self, session: AsyncSession, outcome: Outcome) -> None:
-        """Book a newly stored outcome, in the report's transaction: its hold is released
-        (or, if it had lapsed and was charged, the charge is taken back), its cost is spent,
-        and a failed or unverified attempt counts against its step."""
-        plan_id = outcome.plan_id
-        if plan_id is None:
-            return
-        hold = await session.get(Hold, outcome.decision_id, with_for_update=True,
-                                 populate_existing=True)
-        spent, held = outcome.cost, 0.0
-        if hold is not None and hold.state != "settled":
-            if hold.state == "held":
-                held -= hold.amount
-            else:  # charged when it lapsed: the report replaces the charge
-                spent -= hold.amount
-            hold.state = "settled"
-        await _add(session, plan_id, outcome.project, spent=spent, held=held)
-        if outcome.step_id is not None and (outcome.status != "succeeded"
-                                            or outcome.unverified):
-            await session.execute(_insert(session)(StepLedger).values(
-                plan_id=plan_id, step_id=outcome.step_id, failures=0
-            ).on_conflict_do_nothing())
-            await session.execute(update(StepLedger).where(
-                StepLedger.plan_id == plan_id, StepLedger.step_id == outcome.step_id
-            ).values(failures=StepLedger.failures + 1))
 
     # --- lapsed holds ------------------------------------------------------------------
 

@@ -47,6 +47,8 @@ def record_hash(record: dict[str, Any]) -> str:
 # The decision_log columns in table order (tests/store checks this against the table): how
 # the writers bind a row, positionally.
 COLUMNS = ("seq", *RECORD_FIELDS, "prev_hash", "hash")
+# The columns as an INSERT names them ("check" is an SQL keyword).
+QUOTED_COLUMNS = ", ".join(f'"{c}"' for c in COLUMNS)
 _values = operator.itemgetter(*COLUMNS)
 
 

@@ -48,6 +48,17 @@ def parse_iso(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
+def sqlite_time(moment: datetime) -> str:
+    # The text SQLAlchemy's SQLite DATETIME stores (naive UTC), so the ORM reads it back.
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def sqlite_text(iso: str) -> str:
+    """The same text from a record's "YYYY-MM-DDTHH:MM:SS.ffffffZ" (what iso() writes)."""
+    return f"{iso[:10]} {iso[11:26]}" if len(iso) == 27 and iso[-1] == "Z" else \
+        sqlite_time(datetime.fromisoformat(iso.replace("Z", "+00:00")))
+
+
 PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)  # Postgres counts timestamptz from here
 _MICROSECOND = timedelta(microseconds=1)
 

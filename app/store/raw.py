@@ -1,6 +1,7 @@
-"""Connections of a feature's own, beside the engine's pool, for reads that SQLAlchemy's
-session makes too slow (app/ledger/reader.py, app/decisions/reader.py): the same database
-URL, the same bounds on every wait as the engine (app/store/engine.py)."""
+"""Connections of a feature's own, beside the engine's pool, for work that SQLAlchemy's
+session makes too slow (the reads of app/ledger/reader.py and app/decisions/reader.py,
+the outcome reports of app/ledger/book.py): the same database URL, the same bounds on
+every wait as the engine (app/store/engine.py)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,18 @@ def sqlite_reader(path: str, timeout: float) -> sqlite3.Connection:
     transaction of its own: each statement reads what was committed when it began."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout,
                            check_same_thread=False, isolation_level=None)
+    conn.execute(f"PRAGMA busy_timeout={max(1, round(timeout * 1000))}")
+    return conn
+
+
+def sqlite_writer(path: str, timeout: float, synchronous: str) -> sqlite3.Connection:
+    """A connection that writes as the engine's do (WAL, the same synchronous setting and
+    busy timeout, foreign keys on) and opens no transaction of its own: the caller says
+    BEGIN IMMEDIATE and COMMIT."""
+    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute("PRAGMA foreign_keys=ON")
     conn.execute(f"PRAGMA busy_timeout={max(1, round(timeout * 1000))}")
     return conn
 

@@ -21,7 +21,8 @@ from app.log.chain import (
     verify,
 )
 from app.log.records import PG_EPOCH, RECORD_FIELDS, iso_from_ns, parse_iso, pg_micros
-from app.log.writer.sqlite import _sqlite_text, _sqlite_time
+from app.log.records import sqlite_text as _sqlite_text
+from app.log.records import sqlite_time as _sqlite_time
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1)

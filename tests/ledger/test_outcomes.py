@@ -1,12 +1,16 @@
 """Outcome reports (SPEC §11) as an agent makes them, on SQLite and Postgres: idempotent,
 refused for denies and other keys, recorded in the chain, shown on the decision, counted
-in stats, and classed (lifecycle errors, unverified, args mismatch)."""
+in stats, classed (lifecycle errors, unverified, args mismatch), and a database that
+refuses them answered 503 with nothing booked."""
 
 from __future__ import annotations
+
+import sqlite3
 
 import orjson
 
 from app.kit.canonical import canonical_sha256
+from app.ledger.book import SQLiteBook
 from tests.ledger.helpers import authorize, call, new_key, plan_with, report
 
 
@@ -142,3 +146,35 @@ async def test_batch_answers_in_order(client):
     assert r.status_code == 200, r.text
     assert [i["status_code"] for i in r.json()["items"]] == [201, 404, 201, 200]
     assert (await client.get(f"/v1/plans/{plan}")).json()["ledger"]["spent"] == 3.0
+
+
+async def _read_only_connection(book):
+    """A connection of the book's database that can write nothing (the sabotage below)."""
+    if isinstance(book, SQLiteBook):
+        return sqlite3.connect(f"file:{book._path}?mode=ro", uri=True, isolation_level=None,
+                               check_same_thread=False)
+    import asyncpg
+
+    return await asyncpg.connect(book._dsn,
+                                 server_settings={"default_transaction_read_only": "on"})
+
+
+async def test_a_report_the_database_refuses_is_503_books_nothing_and_the_next_books(client):
+    """Outcome reports are booked on the ledger's own connection (app/ledger/book.py), not
+    the session: when the database refuses the transaction the answer is 503
+    storage_unavailable, nothing of the report is stored, and the connection is replaced,
+    so the next report books."""
+    plan = await plan_with(client)
+    allowed = await authorize(client, call(plan))
+    book = client.app.state.ledger.book
+    book._conn = await _read_only_connection(book)
+    body = {"status": "succeeded", "cost": 1.5}
+    refused = await report(client, allowed["decision_id"], body)
+    assert refused.status_code == 503, refused.text
+    assert refused.json()["error"]["code"] == "storage_unavailable"
+    assert (await client.get(f"/v1/plans/{plan}")).json()["ledger"]["spent"] == 0.0
+    assert (await client.get("/v1/decisions?kind=outcome")).json()["items"] == []
+    booked = await report(client, allowed["decision_id"], body)
+    assert booked.status_code == 201, booked.text
+    assert (await client.get(f"/v1/plans/{plan}")).json()["ledger"]["spent"] == 1.5
+    assert (await client.get("/v1/audit/verify")).json()["ok"] is True

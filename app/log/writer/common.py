@@ -1,12 +1,10 @@
-"""What both of the writer's stores share: the clock, the table's columns as their
-INSERT names them, and when a checkpoint is due."""
+"""What both of the writer's stores share: the clock, and when a checkpoint is due."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
-from app.log.chain import COLUMNS
 from app.log.records import iso
 
 
@@ -14,7 +12,6 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-_QUOTED = ", ".join(f'"{c}"' for c in COLUMNS)  # "check" is an SQL keyword
 
 
 _CHECKPOINT_COLUMNS = ("seq", "head_hash", "origin", "time", "verifier_key", "record_seq",

@@ -8,9 +8,9 @@ import operator
 from datetime import timedelta
 from typing import Any
 
-from app.log.chain import Unhashable, chain_values
+from app.log.chain import QUOTED_COLUMNS, Unhashable, chain_values
 from app.log.records import PG_EPOCH, pg_micros
-from app.log.writer.common import _CHECKPOINT_COLUMNS, _QUOTED, _now, checkpoint_due
+from app.log.writer.common import _CHECKPOINT_COLUMNS, _now, checkpoint_due
 from app.log.writer.summariser import SUMMARISE_SECONDS, Summariser
 
 log = logging.getLogger("toolgate.decisions.writer")
@@ -43,7 +43,7 @@ _PG_CHECKPOINT = (f"INSERT INTO log_checkpoints ({', '.join(_CHECKPOINT_COLUMNS)
 _PG_APPEND = (
     "WITH moved AS (UPDATE chain_head SET seq = $1, hash = $2, updated_at = $3 "
     "WHERE id = 1 AND seq = $4 AND hash = $5 RETURNING 1) "
-    f"INSERT INTO decision_log ({_QUOTED}) SELECT r.* FROM moved, "
+    f"INSERT INTO decision_log ({QUOTED_COLUMNS}) SELECT r.* FROM moved, "
     "unnest($6::decision_log[]) AS r")
 
 

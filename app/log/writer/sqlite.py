@@ -7,26 +7,17 @@ import sqlite3
 from datetime import UTC, datetime
 from typing import Any
 
-from app.log.chain import COLUMNS, chain_values
-from app.log.writer.common import _CHECKPOINT_COLUMNS, _QUOTED, _now, checkpoint_due
+from app.log.chain import COLUMNS, QUOTED_COLUMNS, chain_values
+from app.log.records import sqlite_text, sqlite_time
+from app.log.writer.common import _CHECKPOINT_COLUMNS, _now, checkpoint_due
 
 _SQLITE_HEAD = "UPDATE chain_head SET updated_at = ? WHERE id = 1 RETURNING seq, hash"
-_SQLITE_INSERT = f"INSERT INTO decision_log ({_QUOTED}) VALUES ({', '.join('?' * len(COLUMNS))})"
+_SQLITE_INSERT = (f"INSERT INTO decision_log ({QUOTED_COLUMNS}) "
+                  f"VALUES ({', '.join('?' * len(COLUMNS))})")
 _SQLITE_SET_HEAD = "UPDATE chain_head SET seq = ?, hash = ? WHERE id = 1"
 _SQLITE_LAST_CHECKPOINT = "SELECT record_seq, time FROM log_checkpoints ORDER BY seq DESC LIMIT 1"
 _SQLITE_CHECKPOINT = (f"INSERT INTO log_checkpoints ({', '.join(_CHECKPOINT_COLUMNS)}) "
                       f"VALUES ({', '.join('?' * len(_CHECKPOINT_COLUMNS))})")
-
-
-def _sqlite_time(moment: datetime) -> str:
-    # The text SQLAlchemy's SQLite DATETIME stores (naive UTC), so the ORM reads it back.
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
-
-
-def _sqlite_text(iso: str) -> str:
-    """The same text from a record's "YYYY-MM-DDTHH:MM:SS.ffffffZ" (what iso() writes)."""
-    return f"{iso[:10]} {iso[11:26]}" if len(iso) == 27 and iso[-1] == "Z" else \
-        _sqlite_time(datetime.fromisoformat(iso.replace("Z", "+00:00")))
 
 
 class SQLiteStore:
@@ -46,8 +37,8 @@ class SQLiteStore:
         conn = self._conn = self._conn or self._connect()
         try:
             conn.execute("BEGIN IMMEDIATE")
-            seq, prev = conn.execute(_SQLITE_HEAD, (_sqlite_time(_now()),)).fetchone()
-            rows, seq, prev = chain_values(records, seq, prev, time=_sqlite_text)
+            seq, prev = conn.execute(_SQLITE_HEAD, (sqlite_time(_now()),)).fetchone()
+            rows, seq, prev = chain_values(records, seq, prev, time=sqlite_text)
             conn.executemany(_SQLITE_INSERT, rows)
             conn.execute(_SQLITE_SET_HEAD, (seq, prev))
             conn.execute("COMMIT")
@@ -62,7 +53,7 @@ class SQLiteStore:
         try:
             conn.execute("BEGIN IMMEDIATE")
             moment = _now()
-            seq, prev = conn.execute(_SQLITE_HEAD, (_sqlite_time(moment),)).fetchone()
+            seq, prev = conn.execute(_SQLITE_HEAD, (sqlite_time(moment),)).fetchone()
             last = conn.execute(_SQLITE_LAST_CHECKPOINT).fetchone()
             made = checkpoint_due(signer, interval, seq, prev, moment, last and (
                 last[0], datetime.fromisoformat(last[1]).replace(tzinfo=UTC)))
@@ -70,10 +61,10 @@ class SQLiteStore:
                 conn.execute("ROLLBACK")
                 return None
             record, row = made
-            rows, new_seq, new_prev = chain_values([record], seq, prev, time=_sqlite_text)
+            rows, new_seq, new_prev = chain_values([record], seq, prev, time=sqlite_text)
             conn.executemany(_SQLITE_INSERT, rows)
             conn.execute(_SQLITE_CHECKPOINT, tuple(
-                _sqlite_text(row[c]) if c == "time" else row[c] for c in _CHECKPOINT_COLUMNS))
+                sqlite_text(row[c]) if c == "time" else row[c] for c in _CHECKPOINT_COLUMNS))
             conn.execute(_SQLITE_SET_HEAD, (new_seq, new_prev))
             conn.execute("COMMIT")
             return seq
