@@ -25,7 +25,6 @@ OperationalError, which every route answers 503 storage_unavailable; a refused r
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sqlite3
 from collections.abc import Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -48,7 +47,13 @@ from app.ledger.service import ERROR_CLASSES, NO_PROJECT
 from app.log.chain import COLUMNS, QUOTED_COLUMNS, chain_values
 from app.log.records import iso, new_record, parse_iso, sqlite_text, sqlite_time
 from app.store.base import floats_for_huge_ints, utcnow
-from app.store.raw import asyncpg_reader, sqlite_file, sqlite_writer
+from app.store.raw import (
+    asyncpg_reader,
+    close_asyncpg,
+    close_sqlite,
+    sqlite_file,
+    sqlite_writer,
+)
 
 STATELESS = (None, "inline")  # provenance of a decision bound to no stored plan
 
@@ -327,10 +332,8 @@ class SQLiteBook:
             raise
 
     def _close(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(sqlite3.Error):
-                self._conn.close()
-            self._conn = None
+        close_sqlite(self._conn)
+        self._conn = None
 
     async def close(self) -> None:
         await asyncio.get_running_loop().run_in_executor(self._thread, self._close)
@@ -359,10 +362,8 @@ class PostgresBook:
                 raise OperationalError("outcome", None, failed) from failed
 
     async def close(self) -> None:
-        if self._conn is not None:
-            conn, self._conn = self._conn, None
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(conn.close(), self._timeout)
+        conn, self._conn = self._conn, None
+        await close_asyncpg(conn, self._timeout)
 
 
 class NoBook:

@@ -32,7 +32,13 @@ from sqlalchemy.exc import OperationalError
 
 from app.config import asyncpg_dsn
 from app.store.engine import CLIENT_GRACE_SECONDS
-from app.store.raw import asyncpg_reader, sqlite_file, sqlite_reader
+from app.store.raw import (
+    asyncpg_reader,
+    close_asyncpg,
+    close_sqlite,
+    sqlite_file,
+    sqlite_reader,
+)
 
 # The plan's spent + held, the project's, and the step's failed attempts (NULL: no row, or
 # no step named). A row whose sum is NULL (SQLite stores NaN as NULL) reads as infinity,
@@ -72,10 +78,8 @@ class SQLiteKnown:
         return row
 
     def _close(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(sqlite3.Error):
-                self._conn.close()
-            self._conn = None
+        close_sqlite(self._conn)
+        self._conn = None
 
     async def close(self) -> None:
         self._close()
@@ -161,13 +165,8 @@ class PostgresKnown:
             self._runner.cancel()
             with contextlib.suppress(BaseException):
                 await self._runner
-        if self._conn is not None:
-            conn = self._conn
-            self._conn = self._statement = None
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(conn.close(), self._timeout)
-            if not conn.is_closed():
-                conn.terminate()
+        conn, self._conn, self._statement = self._conn, None, None
+        await close_asyncpg(conn, self._timeout)
 
 
 def for_database(database_url: str, timeout: float) -> SQLiteKnown | PostgresKnown | None:

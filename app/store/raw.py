@@ -5,6 +5,8 @@ every wait as the engine (app/store/engine.py)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import sqlite3
 from typing import Any
 
@@ -52,3 +54,20 @@ async def asyncpg_reader(dsn: str, timeout: float) -> Any:
     return await asyncpg.connect(dsn, timeout=timeout,
                                  command_timeout=timeout + CLIENT_GRACE_SECONDS,
                                  server_settings={"statement_timeout": milliseconds})
+
+
+def close_sqlite(conn: sqlite3.Connection | None) -> None:
+    """Close, whatever state the connection is in (an open transaction rolls back)."""
+    if conn is not None:
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
+
+
+async def close_asyncpg(conn: Any, timeout: float) -> None:
+    """Close gracefully within `timeout`, else drop the socket."""
+    if conn is None:
+        return
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(conn.close(), timeout)
+    if not conn.is_closed():
+        conn.terminate()
