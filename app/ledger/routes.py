@@ -43,8 +43,9 @@ REPORTED = errors(403, 404, 409, s409="the decision was a deny, or already has a
 async def report_outcome(decision_id: str, body: OutcomeIn, principal: PrincipalDep,
                          caller: CallerDep, ledger: LedgerDep) -> Response:
     """201 for the first report, 200 for the same body again, 409 for a different one.
-    Only the key that made the decision, or an admin, may report. Booked in one
-    transaction of the ledger's own connection (app/ledger/book.py), not the session."""
+    Only the key that made the decision, or an admin, may report."""
+    # Booked in one transaction of the ledger's own connection (app/ledger/book.py), not
+    # the session.
     status, out = await book.report(ledger.book, decision_id, body, principal, caller)
     return _json(out, status)
 
@@ -54,8 +55,8 @@ async def report_outcome(decision_id: str, body: OutcomeIn, principal: Principal
 async def report_outcomes(body: OutcomeBatchIn, principal: PrincipalDep,
                           caller: CallerDep, ledger: LedgerDep) -> Response:
     """Each item is answered on its own (`status_code` as its single route would; `error`
-    its error envelope's body): one refused item changes nothing of the others. All are
-    booked in one transaction, each item in a savepoint of its own."""
+    its error envelope's body): one refused item changes nothing of the others."""
+    # Booked in one transaction, each item in a savepoint of its own (app/ledger/book.py).
     reports = [book.Report(item.decision_id, OutcomeIn.model_validate(
         item.model_dump(exclude={"decision_id"}, exclude_unset=True)), principal, caller)
         for item in body.outcomes]
