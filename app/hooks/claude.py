@@ -135,7 +135,8 @@ def parse(body: Any) -> HookCall:
     failure = None
     if event == POST_FAILURE:
         error = body.get("error")
-        failure = (error if isinstance(error, str) else "the tool call failed")[:MAX_ERROR]
+        failure = (error.replace("\x00", "") if isinstance(error, str)  # Postgres keeps no NUL
+                   else "the tool call failed")[:MAX_ERROR]
     if bad:
         raise Undecidable(f"the {event} hook body lacks valid {', '.join(bad)}",
                           event=event)

@@ -25,7 +25,9 @@ OperationalError, which every route answers 503 storage_unavailable; a refused r
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
+import time
 from collections.abc import Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -126,6 +128,9 @@ class _Tx:
     def read_json(self, value: Any) -> Any:
         return floats_for_huge_ints(orjson.loads(value)) if value is not None else None
 
+    def json(self, value: Any) -> str:
+        return orjson.dumps(value).decode()
+
 
 class _SQLiteTx(_Tx):
     sqlite = True
@@ -147,6 +152,9 @@ class _SQLiteTx(_Tx):
 
     def read_json(self, value: Any) -> Any:
         return orjson.loads(value) if value is not None else None
+
+    def json(self, value: Any) -> str:
+        return json.dumps(value)  # the text SQLAlchemy's JSON type writes on SQLite
 
 
 class _PostgresTx(_Tx):
@@ -215,7 +223,7 @@ async def _book(tx: _Tx, report: Report) -> Booked:
     }
     bound = {**outcome, "reported_at": tx.time(outcome["reported_at"]),
              # JSON as SQLAlchemy's JSON type stores it (None as the JSON null)
-             "artifacts": orjson.dumps(outcome["artifacts"]).decode()}
+             "artifacts": tx.json(outcome["artifacts"])}
     if await tx.run(_INSERT, *(bound[c] for c in _INSERTED)) != 1:
         # a concurrent report of the same decision came first
         existing = await tx.one(_OUTCOME, decision_id)
@@ -306,13 +314,21 @@ class SQLiteBook:
 
     async def book(self, reports: list[Report], *, alone: bool) -> list[Any]:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._thread, self._book, reports, alone)
+        deadline = time.monotonic() + self._timeout
+        return await loop.run_in_executor(self._thread, self._book, reports, alone, deadline)
 
-    def _book(self, reports: list[Report], alone: bool) -> list[Any]:
+    def _book(self, reports: list[Report], alone: bool, deadline: float) -> list[Any]:
+        # Reports of a worker queue for this one thread: each waits for the write lock only
+        # as long as its own bound has left (TOOLGATE_DB_TIMEOUT_SECONDS from its arrival).
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise OperationalError("outcome", None, TimeoutError(
+                "the outcome reports before this one took the whole database timeout"))
         try:
             if self._conn is None:
                 self._conn = sqlite_writer(self._path, self._timeout, self._synchronous)
             conn = self._conn
+            conn.execute(f"PRAGMA busy_timeout={max(1, round(left * 1000))}")
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as failed:
             self._close()
@@ -322,7 +338,10 @@ class SQLiteBook:
             conn.execute("COMMIT")
             return results
         except ToolgateError:
-            conn.execute("ROLLBACK")
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                self._close()  # closing rolls back
             raise
         except sqlite3.Error as failed:
             self._close()  # rolls back; a new connection next time
@@ -349,17 +368,29 @@ class PostgresBook:
     async def book(self, reports: list[Report], *, alone: bool) -> list[Any]:
         import asyncpg
 
-        async with self._turn:
-            try:
-                if self._conn is None or self._conn.is_closed():
-                    self._conn = await asyncpg_reader(self._dsn, self._timeout)
-                async with self._conn.transaction():
-                    return await _book_all(_PostgresTx(self._conn), reports, alone=alone)
-            except ToolgateError:
-                raise
-            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as failed:
-                await self.close()
-                raise OperationalError("outcome", None, failed) from failed
+        # A worker's reports take turns on the one connection; each waits for its turn only
+        # as long as the database timeout (TOOLGATE_DB_TIMEOUT_SECONDS), then is a 503.
+        try:
+            async with asyncio.timeout(self._timeout):
+                await self._turn.acquire()
+        except TimeoutError as waited:
+            raise OperationalError("outcome", None, waited) from waited
+        try:
+            if self._conn is None or self._conn.is_closed():
+                self._conn = await asyncpg_reader(self._dsn, self._timeout)
+            async with self._conn.transaction():
+                return await _book_all(_PostgresTx(self._conn), reports, alone=alone)
+        except ToolgateError:
+            raise
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as failed:
+            # What the connection is doing is unknown: dropped at once (the engine's way,
+            # app/store/engine.py), a new one for the next report.
+            if self._conn is not None:
+                self._conn.terminate()
+            self._conn = None
+            raise OperationalError("outcome", None, failed) from failed
+        finally:
+            self._turn.release()
 
     async def close(self) -> None:
         conn, self._conn = self._conn, None

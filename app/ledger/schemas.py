@@ -6,19 +6,19 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, StringConstraints
 
-from app.kit.schemas import INTEGRAL, MAX_COST, Cost, Strict
+from app.kit.schemas import INTEGRAL, MAX_COST, Cost, Stored, Strict
 
 Status = Literal["succeeded", "activation_failed", "execution_failed", "deactivation_failed"]
 Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-fA-F]{64}$")]
 
 
-class ArtifactIn(Strict):
+class ArtifactIn(Stored):
     path: Annotated[str, StringConstraints(min_length=1, max_length=4096)]
     sha256: Hex | None = None
     bytes: Annotated[int, Field(ge=0), INTEGRAL] | None = None
 
 
-class OutcomeIn(Strict):
+class OutcomeIn(Stored):
     status: Status
     cost: Cost = 0.0
     verified: bool | None = None

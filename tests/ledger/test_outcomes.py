@@ -5,7 +5,9 @@ refuses them answered 503 with nothing booked."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+import time
 
 import orjson
 
@@ -58,6 +60,10 @@ async def test_bad_input_is_a_422_naming_the_field(client):
                         ({"status": "succeeded", "error": "e" * 2001}, "error"),
                         ({"status": "succeeded", "artifacts": [{"path": "a"}] * 101},
                          "artifacts"),
+                        # Postgres stores no NUL: refused alike on both, never a 503
+                        ({"status": "execution_failed", "error": "a\u0000b"}, "error"),
+                        ({"status": "succeeded", "artifacts": [{"path": "a\u0000"}]},
+                         "path"),
                         ({"status": "succeeded", "extra": 1}, "extra")):
         r = await report(client, allowed["decision_id"], body)
         assert r.status_code == 422, (body, r.text)
@@ -178,3 +184,54 @@ async def test_a_report_the_database_refuses_is_503_books_nothing_and_the_next_b
     assert booked.status_code == 201, booked.text
     assert (await client.get(f"/v1/plans/{plan}")).json()["ledger"]["spent"] == 1.5
     assert (await client.get("/v1/audit/verify")).json()["ok"] is True
+
+
+async def _hold_the_write_lock(book):
+    """Another connection that holds what a report must write: SQLite's write lock, or
+    Postgres's chain head row. Returns a function that lets go."""
+    if isinstance(book, SQLiteBook):
+        other = sqlite3.connect(book._path, isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")
+
+        async def release() -> None:
+            other.execute("ROLLBACK")
+            other.close()
+        return release
+    import asyncpg
+
+    other = await asyncpg.connect(book._dsn)
+    held = other.transaction()
+    await held.start()
+    await other.execute("SELECT seq FROM chain_head WHERE id = 1 FOR UPDATE")
+
+    async def release() -> None:
+        await held.rollback()
+        await other.close()
+    return release
+
+
+async def test_reports_waiting_on_a_locked_database_each_get_their_503_within_the_bound(
+        client):
+    """A worker's reports take turns on the book's one connection. While the database
+    is locked by someone else, each waits no longer than the database timeout from its own
+    arrival, not behind every report queued before it; then 503, nothing booked."""
+    plan = await plan_with(client)
+    decisions = [(await authorize(client, call(plan)))["decision_id"] for _ in range(4)]
+    book = client.app.state.ledger.book
+    book._timeout = 2.0  # the bound, for this test (TOOLGATE_DB_TIMEOUT_SECONDS)
+    if not isinstance(book, SQLiteBook):
+        await book.close()  # connects again, with the bound as its statement timeout
+    release = await _hold_the_write_lock(book)
+    try:
+        started = time.monotonic()
+        answers = await asyncio.gather(*(
+            report(client, d, {"status": "succeeded", "cost": 1}) for d in decisions))
+        took = time.monotonic() - started
+    finally:
+        await release()
+    assert [a.status_code for a in answers] == [503] * 4, [a.text for a in answers]
+    # One after another they would take 4 bounds (8 s); each within its own: about one.
+    assert took < 6.0, took
+    assert (await client.get(f"/v1/plans/{plan}")).json()["ledger"]["spent"] == 0.0
+    booked = await report(client, decisions[0], {"status": "succeeded", "cost": 1})
+    assert booked.status_code == 201, booked.text
