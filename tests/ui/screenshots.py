@@ -10,6 +10,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from app.log.note import Signer
 from tests.serving import serve, stop
 from tests.ui.browser import chrome
 from tests.ui.scenario import ADMIN_TOKEN, Page, World, setup
@@ -33,6 +34,7 @@ def tour(page: Page, world: World, shot) -> None:  # type: ignore[no-untyped-def
     page.go("audit")
     page.find("#verify").click()
     page.find("#chain-state")
+    page.wait.until(lambda d: "verifies" in page.text("#checkpoint"))
     shot("audit")
     page.sign_in(world.keys["approver"])
     page.find("#approval-list")
@@ -54,8 +56,12 @@ def tour(page: Page, world: World, shot) -> None:  # type: ignore[no-untyped-def
 def main() -> None:
     IMAGES.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
+        key = Path(tmp) / "log.key"  # signed checkpoints, for the audit view's panel
+        key.write_text(Signer.generate("toolgate.ui/log").key() + "\n")
         proc, url = serve({"TOOLGATE_DATABASE_URL": f"sqlite+aiosqlite:///{tmp}/ui.db",
-                           "TOOLGATE_ADMIN_TOKEN": ADMIN_TOKEN}, Path(tmp) / "serve.log")
+                           "TOOLGATE_ADMIN_TOKEN": ADMIN_TOKEN,
+                           "TOOLGATE_LOG_SIGNING_KEY": str(key),
+                           "TOOLGATE_CHECKPOINT_SECONDS": "1"}, Path(tmp) / "serve.log")
         driver = chrome(1280, 860)
         try:
             def shot(name: str) -> None:
