@@ -25,6 +25,7 @@ OperationalError, which every route answers 503 storage_unavailable; a refused r
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import sqlite3
 import time
@@ -139,10 +140,10 @@ class _SQLiteTx(_Tx):
         self.conn = conn
 
     async def one(self, sql: str, *args: Any) -> Sequence[Any] | None:
-        return self.conn.execute(sql.replace("$", "?"), args).fetchone()
+        return self.conn.execute(_numbered(sql), args).fetchone()
 
     async def run(self, sql: str, *args: Any) -> int:
-        return self.conn.execute(sql.replace("$", "?"), args).rowcount
+        return self.conn.execute(_numbered(sql), args).rowcount
 
     def time(self, moment: datetime) -> Any:
         return sqlite_time(moment)  # the text SQLAlchemy's SQLite DATETIME keeps
@@ -155,6 +156,12 @@ class _SQLiteTx(_Tx):
 
     def json(self, value: Any) -> str:
         return json.dumps(value)  # the text SQLAlchemy's JSON type writes on SQLite
+
+
+@functools.cache
+def _numbered(sql: str) -> str:
+    """A statement of this module as SQLite writes its numbered parameters ($1 -> ?1)."""
+    return sql.replace("$", "?")
 
 
 class _PostgresTx(_Tx):
