@@ -143,6 +143,23 @@ class Settings(BaseSettings):
     # past it the answer says `truncated` (stopping where it got to, never timing out).
     replay_max_records: int = Field(default=1_000_000, ge=1, le=100_000_000)
 
+    # People sign in to the page with OpenID Connect (SPEC §21, docs/auth.md); unset, the
+    # page takes an API key. The client secret directly or from a file (one wins: the file).
+    # The roles claim's values map to a role and projects: a JSON object
+    # {"<claim value>": {"role": "approver", "projects": ["p1"] or null}}, first match wins.
+    oidc_issuer: str | None = None
+    oidc_client_id: str | None = None
+    oidc_client_secret: str | None = None
+    oidc_client_secret_file: str | None = None
+    oidc_roles_claim: str = "groups"
+    oidc_role_map: Annotated[dict[str, dict], NoDecode] = Field(default_factory=dict)
+    oidc_scopes: str = "openid email profile"
+    # The page's callback as registered at the provider; unset: this server's /ui/callback
+    # as the browser reached it.
+    oidc_redirect_uri: str | None = None
+    # A signed-in person's session lasts this long (no renewal: sign in again).
+    oidc_session_seconds: int = Field(default=8 * 3600, ge=60, le=30 * 86400)
+
     # Requests per second per key, a token bucket in each process's memory (None = off);
     # the burst defaults to max(1, rate).
     rate_limit_per_second: float | None = Field(default=None, gt=0)
@@ -200,6 +217,24 @@ class Settings(BaseSettings):
     @classmethod
     def _lower(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("oidc_role_map", mode="before")
+    @classmethod
+    def _role_map(cls, value: object) -> object:
+        if isinstance(value, str):
+            import json
+
+            try:
+                return json.loads(value) if value.strip() else {}
+            except ValueError as exc:
+                raise ValueError(f"not JSON: {exc}") from None
+        return value
+
+    @field_validator("oidc_issuer", "oidc_client_id", "oidc_client_secret",
+                     "oidc_client_secret_file", "oidc_redirect_uri")
+    @classmethod
+    def _blank(cls, value: str | None) -> str | None:
+        return None if value is None or not value.strip() else value.strip()
 
     @field_validator("masked_keys", "webhook_allow_hosts", mode="before")
     @classmethod

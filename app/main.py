@@ -16,9 +16,11 @@ from app.approvals.service import CHANNEL as APPROVALS_CHANNEL
 from app.approvals.service import ApprovalService
 from app.auth.deps import AuthState, authenticate_early, authorize
 from app.auth.keys import Authenticator, KeyCache
+from app.auth.oidc_login import People
 from app.auth.ratelimit import RateLimiter
 from app.auth.repository import KEYS_CHANNEL
 from app.auth.routes import router as keys_router
+from app.auth.sessions import SessionStore
 from app.authorize.cases import router as test_router
 from app.authorize.hotpath import FastAuthorize
 from app.authorize.pipeline import Pipeline
@@ -64,6 +66,7 @@ from app.store.engine import make_engine, make_sessionmaker
 from app.ui.reads import router as page_reads_router
 from app.ui.routes import api_router as whoami_router
 from app.ui.routes import router as ui_router
+from app.ui.signin import router as signin_router
 from app.webhooks.routes import router as webhooks_router
 
 DESCRIPTION = """Policy decisions for AI agents: before every tool call an agent asks
@@ -105,6 +108,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             rate_limiter=RateLimiter(rate=settings.rate_limit_per_second,
                                      burst=settings.rate_limit_burst)
             if settings.rate_limit_per_second else None,
+            # People sign in to the page with OIDC (SPEC §21), when an issuer is set.
+            people=People(settings, SessionStore(sessions, ttl=settings.key_cache_ttl_seconds))
+            if settings.oidc_issuer and settings.oidc_client_id else None,
         )
         approvals = ApprovalService(
             sessions, pending_ttl_seconds=settings.approval_pending_ttl_seconds,
@@ -190,6 +196,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health_router)
     # /metrics, /docs, /redoc (app/ops/routes.py): no key; /metrics takes a token if set.
     app.include_router(ops_router, responses=TOKEN_ERRORS if settings.metrics_token else None)
+    app.include_router(signin_router)  # the page's OIDC sign-in (before /ui/{name})
     app.include_router(ui_router)  # the operators' page: its files need no key
     # Every other route needs a key, and the role its route has in app/auth/roles.py; the
     # OpenAPI document says so once for all of them (app/edge/openapi.py).

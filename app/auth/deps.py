@@ -13,8 +13,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.auth.access import authorization, bearer_secret, require_role
 from app.auth.keys import Authenticator, KeyCache, Principal
+from app.auth.oidc_login import CSRF_HEADER, SESSION_COOKIE, People
 from app.auth.ratelimit import RateLimiter
-from app.edge.errors import NotFound
+from app.edge.errors import Forbidden, NotFound, Unauthorized
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +25,7 @@ class AuthState:
     authenticator: Authenticator
     key_cache: KeyCache
     rate_limiter: RateLimiter | None
+    people: People | None = None  # the page's OIDC sign-in (SPEC §21), when configured
 
 
 def get_key_cache(request: Request) -> KeyCache:
@@ -44,14 +46,43 @@ async def authenticate(
     if early is not None:  # JSONRoute authenticated before reading the body
         return early
     # `bearer` documents the scheme in OpenAPI; the header is read as the hot path reads it.
-    return await _principal(request, _secret(request))
+    return await _identify(request)
 
 
 async def authenticate_early(request: Request) -> None:
     """For routes with a JSON body: FastAPI parses the body before it solves dependencies,
     so without this a caller with no key would learn about its malformed JSON (422)
     instead of being refused (401)."""
-    request.state.principal = await _principal(request, _secret(request))
+    request.state.principal = await _identify(request)
+
+
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+
+
+async def _identify(request: Request) -> Principal:
+    """An API key (`Authorization: Bearer`), or else a person's session cookie from the
+    page's OIDC sign-in; a request that changes something with the cookie must carry the
+    session's CSRF token in X-CSRF-Token (403 otherwise). The checks after this see the same
+    Principal either way (STYLE "Identity at the edge")."""
+    people: People | None = request.app.state.auth.people
+    header = authorization(request.scope["headers"])
+    if header or people is None or SESSION_COOKIE not in request.cookies:
+        return await _principal(request, bearer_secret(header.decode("latin-1")))
+    signed_in = await people.signed_in(request.cookies[SESSION_COOKIE])
+    if signed_in is None:
+        raise Unauthorized("the session has ended or expired: sign in again",
+                           code="session_expired")
+    if request.method not in SAFE_METHODS and \
+            not people.csrf_ok(signed_in, request.headers.get(CSRF_HEADER)):
+        raise Forbidden("missing or wrong CSRF token: the page sends it in X-CSRF-Token",
+                        code="csrf_failed", header="X-CSRF-Token")
+    request.state.person = signed_in
+    principal = signed_in.principal
+    request.state.key_id = principal.key_id
+    auth: AuthState = request.app.state.auth
+    if auth.rate_limiter is not None:
+        auth.rate_limiter.take(principal.key_id)
+    return principal
 
 
 def _secret(request: Request) -> str:

@@ -8,7 +8,7 @@ from sqlalchemy import JSON, Boolean, String, false
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from app.store.base import Base, UTCDateTime
+from app.store.base import Base, Json, UTCDateTime
 
 # SQL NULL (not JSON null) for "every project", so the column reads the way it means.
 NullableJson = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
@@ -35,3 +35,18 @@ class ApiKey(Base):
     stateless: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     # The person or service behind the key; None means the key's own id.
     principal: Mapped[str | None] = mapped_column(String(200))
+
+
+class PersonSession(Base):
+    """A person signed in to the page with OIDC (app/auth/sessions.py), or one on the way
+    (kind "login": the state, nonce and PKCE verifier between /ui/login and /ui/callback).
+    Kept in the database so that every worker and replica knows it."""
+
+    __tablename__ = "person_sessions"
+
+    # sha256 hex of the cookie's secret: what a presented cookie is looked up by.
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(8))  # "login" | "session"
+    data: Mapped[dict] = mapped_column(Json)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)

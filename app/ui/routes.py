@@ -12,7 +12,7 @@ from importlib import resources
 from typing import Annotated
 
 import orjson
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Request, Response
 
 from app.auth.deps import PrincipalDep
 from app.auth.roles import PERMISSIONS
@@ -84,10 +84,19 @@ def _permissions(principal: PrincipalDep) -> list[str]:
 
 
 @api_router.get("/whoami", summary="The calling key: its role, projects and permissions")
-async def whoami(principal: PrincipalDep,
+async def whoami(request: Request, principal: PrincipalDep,
                  permissions: Annotated[list[str], Depends(_permissions)]) -> dict:
     """What the operators' page reads first: it shows only the views whose permissions the
-    key holds (docs/auth.md). `projects` null means every project."""
-    return {"key_id": principal.key_id, "role": principal.role.value,
-            "principal": principal.principal_name or principal.key_id,
-            "projects": principal.project_list(), "permissions": permissions}
+    key holds (docs/auth.md). `projects` null means every project. A person signed in with
+    OIDC (SPEC §21) is named (`person`: sub, email, name) and gets the session's CSRF token,
+    which the page sends with every change."""
+    out = {"key_id": principal.key_id, "role": principal.role.value,
+           "principal": principal.principal_name or principal.key_id,
+           "projects": principal.project_list(), "permissions": permissions, "person": None}
+    signed_in = getattr(request.state, "person", None)
+    if signed_in is not None:
+        out["person"] = {"sub": signed_in.sub, "email": signed_in.email,
+                         "name": signed_in.name,
+                         "expires_at": signed_in.expires_at.isoformat()}
+        out["csrf_token"] = signed_in.csrf
+    return out
