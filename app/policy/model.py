@@ -54,6 +54,10 @@ class RegisteredTool:
     path_args: tuple[str, ...] = ()
     # "human_approval": "required" (SPEC §17): check 6 applies whatever the profile says.
     requires_approval: bool = False
+    # Call rules (SPEC §18): "shell": {"arg": NAME} names the argument holding a command
+    # line, parsed for `command` conditions; url_args name the arguments holding URLs.
+    shell_arg: str | None = None
+    url_args: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)

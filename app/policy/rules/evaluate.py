@@ -1,0 +1,247 @@
+"""Evaluating a rule set on a call (SPEC §18 "Effects"): a pure function of the compiled
+rules and the call.
+
+Every condition a rule gives must hold. Deny and ask rules lean to matching where the call
+cannot be read (fail closed); classify rules match only what is certain, and only when
+every part of the call matches: every simple command, every path, every host. The outcome
+names the first enforce-mode rule of each effect by rule_id, and every rule that matched,
+shadow ones included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from app.policy.rules.compile import CompiledRule
+from app.policy.rules.domains import UNREADABLE, matches_host, url_host
+from app.policy.rules.model import (
+    CANNOT_BE_ANALYSED,
+    NO_OUTCOME,
+    RuleCall,
+    RuleMatch,
+    RuleOutcome,
+)
+from app.policy.rules.pathmatch import glob_may_match, matches_path, resolve
+from app.policy.rules.shell import Analysis, analyse
+
+MAX_CACHED_TOOLS = 4096
+
+
+class RuleSet:
+    """Compiled rules, global and of every project, sorted by rule_id; immutable. The
+    rules that may apply to a (project, tool name) are found once and remembered."""
+
+    __slots__ = ("rules", "empty", "_candidates")
+
+    def __init__(self, rules: Iterable[CompiledRule]) -> None:
+        self.rules: tuple[CompiledRule, ...] = tuple(sorted(rules, key=lambda r: r.rule_id))
+        self.empty = not self.rules
+        self._candidates: dict[tuple[str | None, str], tuple[CompiledRule, ...]] = {}
+
+    def candidates(self, project: str | None, tool: str) -> tuple[CompiledRule, ...]:
+        key = (project, tool)
+        found = self._candidates.get(key)
+        if found is None:
+            found = tuple(r for r in self.rules
+                          if (r.project is None or r.project == project)
+                          and any(p.matches(tool) for p in r.tools))
+            if len(self._candidates) >= MAX_CACHED_TOOLS:
+                self._candidates.clear()
+            self._candidates[key] = found
+        return found
+
+
+def build_ruleset(rules: Iterable[CompiledRule]) -> RuleSet:
+    return RuleSet(rules)
+
+
+EMPTY_RULESET = RuleSet(())
+
+
+def _values(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, str)]
+    return []
+
+
+class _Facts:
+    """What the rules read of a call, each computed at most once."""
+
+    def __init__(self, call: RuleCall) -> None:
+        self.call = call
+        self._analysis: Analysis | None | bool = False
+        self._hosts: list[str] | None = None
+        self._cel: dict[str, Any] | None = None
+
+    @property
+    def analysis(self) -> Analysis | None:
+        if self._analysis is False:
+            call = self.call
+            if call.shell_arg is None:
+                self._analysis = None
+            else:
+                line = call.args.get(call.shell_arg)
+                self._analysis = (analyse(line) if isinstance(line, str)
+                                  else Analysis(unanalysable="the command is not a string"))
+        return self._analysis  # type: ignore[return-value]
+
+    def paths(self) -> list[tuple[str, bool]]:
+        """(text, dynamic) of every path of the call."""
+        out = [(v, False) for name in self.call.path_args
+               for v in _values(self.call.args.get(name))]
+        analysis = self.analysis
+        if analysis is not None:
+            out.extend(analysis.paths)
+        return out
+
+    def hosts(self) -> list[str]:
+        if self._hosts is None:
+            urls = [v for name in self.call.url_args for v in _values(self.call.args.get(name))]
+            analysis = self.analysis
+            if analysis is not None:
+                urls.extend(analysis.urls)
+            self._hosts = [url_host(u) for u in urls]
+        return self._hosts
+
+    def cel_data(self) -> dict[str, Any]:
+        if self._cel is None:
+            call = self.call
+            self._cel = {
+                "tool": {"name": call.tool_name, "args": dict(call.args),
+                         "capability": dict(call.capability)},
+                "plan": {"id": call.plan.get("id"), "project": call.plan.get("project"),
+                         "action": call.plan.get("action")},
+                "context": dict(call.context),
+            }
+        return self._cel
+
+
+def _command(rule: CompiledRule, facts: _Facts, lenient: bool) -> str | None:
+    analysis = facts.analysis
+    if analysis is None:
+        return None
+    if analysis.unanalysable:
+        return CANNOT_BE_ANALYSED if lenient else None
+    patterns = rule.command or ()
+    if lenient:
+        for cmd in analysis.commands:
+            if any(p.matches(cmd.words) for p in patterns):
+                return " ".join(cmd.words)
+        return None
+    if analysis.opaque or (analysis.writes and not (rule.capability or {}).get("writes")):
+        return None
+    units = [c for c in analysis.commands if not c.transparent]
+    if not units or any(c.tentative for c in units):
+        return None
+    if all(any(p.matches(c.words) for p in patterns) for c in units):
+        return str(facts.call.args.get(facts.call.shell_arg or "", "")).strip()
+    return None
+
+
+def _paths(rule: CompiledRule, facts: _Facts, lenient: bool) -> str | None:
+    call, patterns = facts.call, rule.paths or ()
+    analysis = facts.analysis
+    if analysis is not None and analysis.unanalysable:
+        return CANNOT_BE_ANALYSED if lenient else None
+    root, home = call.sandbox_root, call.home
+    paths = facts.paths()
+    if not lenient and not paths:
+        return None
+    first: str | None = None
+    for text, dynamic in paths:
+        if dynamic:
+            if not lenient:
+                return None
+            if glob_may_match(patterns, text, root=root, home=home):
+                return text.replace("\x01", "?")
+            continue
+        resolved = resolve(text, root, home)
+        if resolved is None:
+            if lenient:
+                return text
+            return None
+        hit = matches_path(patterns, resolved, root=root, home=home, lenient=lenient)
+        if lenient and hit:
+            return resolved
+        if not lenient:
+            if not hit:
+                return None
+            first = first or resolved
+    return first
+
+
+def _domains(rule: CompiledRule, facts: _Facts, lenient: bool) -> str | None:
+    analysis = facts.analysis
+    if analysis is not None and analysis.unanalysable:
+        return CANNOT_BE_ANALYSED if lenient else None
+    hosts = facts.hosts()
+    if not lenient and not hosts:
+        return None
+    patterns = rule.domains or ()
+    for host in hosts:
+        hit = matches_host(patterns, host, lenient=lenient)
+        if lenient and hit:
+            return host if host != UNREADABLE else "an unreadable host"
+        if not lenient and not hit:
+            return None
+    return None if lenient else hosts[0]
+
+
+def _match(rule: CompiledRule, facts: _Facts) -> str | None:
+    """What matched, or None when the rule does not match."""
+    lenient = rule.effect != "classify"
+    found: list[str] = []
+    if rule.paths is not None:
+        if (m := _paths(rule, facts, lenient)) is None:
+            return None
+        found.append(m)
+    if rule.domains is not None:
+        if (m := _domains(rule, facts, lenient)) is None:
+            return None
+        found.append(m)
+    if rule.command is not None:
+        if (m := _command(rule, facts, lenient)) is None:
+            return None
+        found.append(m)
+    if rule.args is not None:
+        if not all(a.holds(facts.call.args) for a in rule.args):
+            return None
+        found.append("args." + rule.args[0].name)
+    if rule.expr is not None:
+        result = rule.expr.evaluate(facts.cel_data())
+        if result is False or (result is None and not lenient):
+            return None
+        found.append("expr" if result else "expr (error)")
+    if CANNOT_BE_ANALYSED in found:
+        return CANNOT_BE_ANALYSED
+    return found[0] if found else facts.call.tool_name
+
+
+def evaluate_rules(ruleset: RuleSet, call: RuleCall) -> RuleOutcome:
+    if ruleset.empty:
+        return NO_OUTCOME
+    rules = ruleset.candidates(call.plan.get("project") if call.plan else None, call.tool_name)
+    if not rules:
+        return NO_OUTCOME
+    facts = _Facts(call)
+    matches: list[RuleMatch] = []
+    first: dict[str, RuleMatch] = {}
+    capability = None
+    for rule in rules:
+        matched = _match(rule, facts)
+        if matched is None:
+            continue
+        m = RuleMatch(rule.rule_id, rule.version, rule.effect, rule.mode, matched,
+                      rule.message)
+        matches.append(m)
+        if rule.mode == "enforce" and rule.effect not in first:
+            first[rule.effect] = m
+            if rule.effect == "classify":
+                capability = rule.capability
+    if not matches:
+        return NO_OUTCOME
+    return RuleOutcome(first.get("deny"), first.get("ask"), first.get("classify"),
+                       capability, tuple(matches))

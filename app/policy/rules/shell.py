@@ -1,0 +1,462 @@
+"""A command line seen through (SPEC §18 "Shell commands"): tree-sitter-bash parses it, one
+walker turns the tree into simple commands, reading the wrapper table (wrappers.py).
+
+The analysis depends on the line's text only, so it is cached by text (a bounded LRU);
+paths are resolved against the call's root and home later (pathmatch.py).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import tree_sitter_bash
+from tree_sitter import Language, Node, Parser
+
+from app.policy.rules.words import Word, group_words, word_of
+from app.policy.rules.wrappers import (
+    FIND_EXEC,
+    NULL_DEVICES,
+    OTHER_DIALECTS,
+    SHELLS,
+    WRAPPERS,
+    Wrapper,
+)
+
+MAX_DEPTH = 8
+MAX_LINE_CHARS = 100_000
+CACHE_SIZE = 2048
+UNKNOWN = "\x01"  # in a path or host: a part whose value is not known when the line is read
+
+_LANGUAGE = Language(tree_sitter_bash.language())
+_local = threading.local()  # a tree-sitter Parser is not to be shared between threads
+
+
+@dataclass(frozen=True, slots=True)
+class SimpleCommand:
+    words: tuple[str, ...]     # base name first, quotes and escapes removed
+    tentative: bool = False    # one try where a wrapper's options hide the command
+    transparent: bool = False  # a wrapper that runs its command as is (`nice`, `env`)
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    commands: tuple[SimpleCommand, ...] = ()
+    # Path candidates: literal text, or with UNKNOWN for a variable or substitution and
+    # the shell's glob characters kept (`glob` true).
+    paths: tuple[tuple[str, bool], ...] = ()
+    urls: tuple[str, ...] = ()  # words that are http(s) URLs (UNKNOWN where not known)
+    opaque: str | None = None   # why no classify rule may apply
+    writes: bool = False        # output redirected to a file
+    unanalysable: str | None = None  # why every deny rule matches
+
+
+def _parser() -> Parser:
+    parser = getattr(_local, "parser", None)
+    if parser is None:
+        parser = _local.parser = Parser(_LANGUAGE)
+    return parser
+
+
+class _Walker:
+    def __init__(self) -> None:
+        self.commands: list[SimpleCommand] = []
+        self.paths: dict[tuple[str, bool], None] = {}
+        self.urls: dict[str, None] = {}
+        self.opaque: str | None = None
+        self.writes = False
+        self.unanalysable: str | None = None
+
+    # -- outcomes ---------------------------------------------------------------------
+    def cannot(self, why: str) -> None:
+        self.unanalysable = self.unanalysable or why
+        self.hide(why)
+
+    def hide(self, why: str) -> None:
+        self.opaque = self.opaque or why
+
+    def deeper(self, depth: int) -> bool:
+        if depth > MAX_DEPTH:
+            self.cannot(f"nested deeper than {MAX_DEPTH} levels")
+            return False
+        return True
+
+    # -- lines and statements ---------------------------------------------------------
+    def line(self, text: str, depth: int) -> None:
+        if not self.deeper(depth):
+            return
+        if len(text) > MAX_LINE_CHARS:
+            self.cannot("too long")
+            return
+        tree = _parser().parse(text.encode("utf-8", "surrogatepass"))
+        if tree.root_node.has_error:
+            self.cannot("does not parse")
+            return
+        self.statement(tree.root_node, depth)
+
+    def statement(self, node: Node, depth: int, piped: bool = False) -> None:
+        kind = node.type
+        if kind == "command":
+            self.command(node, depth, piped=piped)
+        elif kind == "redirected_statement":
+            body = node.child_by_field_name("body")
+            # Node objects are made anew on each access: compare their ids.
+            redirects = [c for c in node.named_children
+                         if body is None or c.id != body.id]
+            if body is not None and body.type == "command":
+                self.command(body, depth, piped=piped, extra=redirects)
+            else:
+                if body is not None:
+                    self.statement(body, depth, piped)
+                for r in redirects:
+                    self.redirect(r, depth, shell=False)
+        elif kind == "pipeline":
+            parts = node.named_children
+            for i, part in enumerate(parts):
+                self.statement(part, depth, piped=piped or i > 0)
+        elif kind in ("subshell", "compound_statement", "command_substitution",
+                      "process_substitution"):
+            if kind in ("command_substitution", "process_substitution"):
+                self.hide("a substitution's output is a word of the line")
+            if self.deeper(depth + 1):
+                for child in node.named_children:
+                    self.statement(child, depth + 1)
+        elif kind in ("declaration_command", "unset_command"):
+            self.declaration(node, depth)
+        elif kind == "variable_assignment":
+            self.assignment(node, depth)
+        elif kind in ("comment", "heredoc_body", "heredoc_start", "heredoc_end"):
+            return
+        elif kind in ("word", "string", "raw_string", "concatenation", "simple_expansion",
+                      "expansion", "number", "arithmetic_expansion", "ansi_c_string",
+                      "translated_string", "variable_name", "test_operator", "regex",
+                      "extglob_pattern"):
+            word_of([node], self.substitution(depth))  # a word outside a command
+        else:
+            # program, list, if/while/for/case, test and arithmetic commands, functions:
+            # every statement and word inside, at the same depth.
+            if kind in ("program", "list"):
+                if any(c.type == "&" and not c.is_named for c in node.children):
+                    self.hide("a background job")
+            for child in node.named_children:
+                self.statement(child, depth)
+
+    def substitution(self, depth: int):  # noqa: ANN201 - a callback for words.py
+        def walk(node: Node) -> None:
+            self.statement(node, depth)
+        return walk
+
+    def assignment(self, node: Node, depth: int) -> None:
+        value = node.named_children[1:] if node.named_children else []
+        for child in value:
+            word_of([child], self.substitution(depth))
+
+    def declaration(self, node: Node, depth: int) -> None:
+        words: list[str] = [node.children[0].type] if node.children else []
+        for child in node.named_children:
+            if child.type == "variable_assignment":
+                self.assignment(child, depth)
+                words.append(child.text.decode("utf-8", "surrogateescape") if child.text
+                             else "")
+            else:
+                words.append(word_of([child], self.substitution(depth)).text)
+        self.commands.append(SimpleCommand(tuple(words)))
+
+    # -- simple commands --------------------------------------------------------------
+    def command(self, node: Node, depth: int, *, piped: bool,
+                extra: list[Node] | None = None) -> None:
+        walk = self.substitution(depth)
+        args: list[Node] = []
+        redirects: list[Node] = list(extra or [])
+        for child in node.named_children:
+            if child.type == "variable_assignment":
+                self.assignment(child, depth)  # leading assignments are dropped
+            elif child.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
+                redirects.append(child)
+            elif child.type == "command_name":
+                args.extend(child.named_children)
+            else:
+                args.append(child)
+        words = [word_of(group, walk) for group in group_words(args)]
+        if not words:
+            for r in redirects:
+                self.redirect(r, depth, shell=False)
+            return
+        name = words[0].text.rsplit("/", 1)[-1] if words[0].literal else ""
+        fed = name in SHELLS and _script_operand(words[1:]) is None
+        for r in redirects:
+            self.redirect(r, depth, shell=fed)
+        stdin_script = fed and piped and not any(
+            r.type in ("heredoc_redirect", "herestring_redirect") for r in redirects)
+        if stdin_script:
+            self.cannot("a shell reads its script from a pipe")
+        self.simple(words, depth)
+
+    def simple(self, words: list[Word], depth: int, *, tentative: bool = False) -> None:
+        if not self.deeper(depth):
+            return
+        head = words[0]
+        if head.variables or head.substituted:
+            self.cannot("the command name is a variable or a substitution")
+            return
+        if head.glob or head.brace:
+            self.cannot("the command name is a glob")
+            return
+        name = head.text.rsplit("/", 1)[-1] if "/" in head.text.rstrip("/") else head.text
+        if not name.isascii():
+            self.hide("the command name is not ASCII")
+        texts = (name, *(w.text for w in words[1:]))
+        for w in words[1:]:
+            self.candidates(w)
+        wrapper = WRAPPERS.get(name)
+        if name in OTHER_DIALECTS and len(words) > 1:
+            self.cannot(f"{name} is not a POSIX shell")
+        found = self.unwrap(wrapper, words[1:], depth + 1, tentative) if wrapper else False
+        # A shell's -c line is seen through as a wrapper's command is.
+        transparent = bool(wrapper and found
+                           and (wrapper.transparent or wrapper.how == "shell"))
+        self.commands.append(SimpleCommand(texts, tentative, transparent))
+
+    def unwrap(self, w: Wrapper, rest: list[Word], depth: int, tentative: bool) -> bool:
+        """Analyse the command `w` runs; True when there is one."""
+        if w.how == "find":
+            return self.find(rest, depth)
+        if w.how == "shell":
+            return self.shell(rest, depth)
+        i, ambiguous = _skip_options(w, rest, self, depth)
+        if i is None:
+            return False
+        if not ambiguous:
+            i += w.operands
+        if i >= len(rest):
+            return w.how == "xargs"
+        if w.how == "line":
+            if ambiguous or not all(x.literal for x in rest[i:]):
+                self.cannot("eval or watch of a non-literal command")
+                return True
+            self.line(" ".join(x.text for x in rest[i:]), depth)
+            return True
+        if ambiguous:
+            self.hide("a wrapper's options cannot be told apart from its command")
+            for j in range(i, len(rest)):
+                if not rest[j].text.startswith("-"):
+                    self.simple(rest[j:], depth, tentative=True)
+            return True
+        self.simple(rest[i:], depth, tentative=tentative)
+        return True
+
+    def shell(self, rest: list[Word], depth: int) -> bool:
+        operand = _script_operand(rest)
+        if operand is None or not _has_c(rest[:operand]):
+            return False  # a script file, or the script from input (redirect())
+        script = rest[operand]
+        if not script.literal:
+            self.cannot("a shell runs a non-literal command")
+            return True
+        self.line(script.text, depth)
+        return True
+
+    def find(self, rest: list[Word], depth: int) -> bool:
+        found, i = False, 0
+        while i < len(rest):
+            if rest[i].text in FIND_EXEC:
+                j = i + 1
+                while j < len(rest) and rest[j].text not in (";", "+"):
+                    j += 1
+                if j > i + 1:
+                    self.simple(rest[i + 1:j], depth)
+                    found = True
+                i = j
+            i += 1
+        return found
+
+    # -- words: paths and URLs --------------------------------------------------------
+    def candidates(self, w: Word) -> None:
+        text = w.text
+        known = w.literal
+        if not known:
+            text = _with_unknowns(w)
+        parts = [] if text.startswith("-") else [text]
+        if "=" in text:
+            parts.append(text.split("=", 1)[1])
+        for part in list(parts):
+            if part.startswith("@"):
+                parts.append(part[1:])
+            if part[:8].lower().startswith(("http://", "https://")):
+                self.urls[part] = None
+        if text.startswith("-") and "@" in text:
+            parts.append(text.split("@", 1)[1])
+        for part in parts:
+            if part:
+                self.paths[(part, not known)] = None
+
+    def redirect(self, node: Node, depth: int, *, shell: bool) -> None:
+        walk = self.substitution(depth)
+        if node.type == "herestring_redirect":
+            value = word_of([c for c in node.named_children], walk)
+            if shell:
+                self.hide("a here-string feeds a shell")
+                if value.literal:
+                    self.line(value.text, depth + 1)
+                else:
+                    self.cannot("a shell reads a non-literal here-string")
+            return
+        if node.type == "heredoc_redirect":
+            self.heredoc(node, depth, shell=shell)
+            return
+        op = next((c.text.decode() for c in node.children if not c.is_named and c.text), "")
+        targets = [c for c in node.named_children if c.type != "file_descriptor"]
+        if not targets:
+            return
+        target = word_of(targets, walk)
+        if op in (">&", "<&") and (target.text.isdigit() or target.text == "-"):
+            return
+        self.candidates(target)
+        if (op not in ("<", "<&") and target.text not in NULL_DEVICES) or op == "<>":
+            self.writes = True
+
+    def heredoc(self, node: Node, depth: int, *, shell: bool) -> None:
+        start = next((c for c in node.named_children if c.type == "heredoc_start"), None)
+        body = next((c for c in node.named_children if c.type == "heredoc_body"), None)
+        quoted = start is not None and start.text is not None and any(
+            q in start.text.decode() for q in "'\"\\")
+        literal = True
+        if body is not None and not quoted:
+            for child in body.named_children:
+                if child.type != "heredoc_content":
+                    literal = False
+                    self.statement(child, depth)
+        if not shell:
+            return
+        self.hide("a here-document feeds a shell")
+        if not literal:
+            self.cannot("a shell reads a non-literal here-document")
+        elif body is not None and body.text is not None:
+            self.line(body.text.decode("utf-8", "surrogateescape"), depth + 1)
+
+
+def _with_unknowns(w: Word) -> str:
+    """The word's text with each variable or substitution as UNKNOWN (HOME kept)."""
+    text = w.text
+    for name in set(w.variables):
+        if name != "HOME":
+            text = text.replace("${" + name + "}", UNKNOWN)
+    if w.substituted:
+        # Substitutions are kept as their source text; it is not a value.
+        out: list[str] = []
+        i = 0
+        while i < len(text):
+            if text.startswith(("$(", "<(", ">("), i) or text[i] == "`":
+                out.append(UNKNOWN)
+                close = _closing(text, i)
+                i = close + 1
+                continue
+            out.append(text[i])
+            i += 1
+        text = "".join(out)
+    if w.brace:
+        text = UNKNOWN
+    return text
+
+
+def _closing(text: str, i: int) -> int:
+    if text[i] == "`":
+        end = text.find("`", i + 1)
+        return len(text) if end < 0 else end
+    level = 0
+    for j in range(i + 1, len(text)):
+        if text[j] == "(":
+            level += 1
+        elif text[j] == ")":
+            level -= 1
+            if level == 0:
+                return j
+    return len(text)
+
+
+def _has_c(options: list[Word]) -> bool:
+    return any(o.text.startswith("-") and not o.text.startswith("--") and "c" in o.text
+               for o in options)
+
+
+def _script_operand(rest: list[Word]) -> int | None:
+    """Index of a shell's first operand (the -c command or the script file), if any."""
+    i = 0
+    while i < len(rest):
+        t = rest[i].text
+        if t == "--":
+            return i + 1 if i + 1 < len(rest) else None
+        if not t.startswith(("-", "+")) or t in ("-", "+"):
+            return i
+        i += 2 if t in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file") else 1
+    return None
+
+
+def _skip_options(w: Wrapper, rest: list[Word], walker: _Walker,
+                  depth: int) -> tuple[int | None, bool]:
+    """Index of the wrapped command's first word and whether it is only a guess;
+    None when the options say there is no command (`command -v x`)."""
+    i = 0
+    while i < len(rest):
+        t = rest[i].text
+        if w.assignments and "=" in t and t.split("=", 1)[0].isidentifier():
+            i += 1
+            continue
+        if not t.startswith("-") or (t == "-" and "-" not in w.flags):
+            return i, False
+        if t == "--":
+            return i + 1, False
+        if t in w.no_command:
+            return None, False
+        key = t.split("=", 1)[0] if t.startswith("--") else t
+        if key in w.line_values:
+            value = t.split("=", 1)[1] if "=" in t else (
+                rest[i + 1].text if i + 1 < len(rest) else "")
+            walker.line(value, depth)
+            i += 1 if "=" in t else 2
+            continue
+        if key in w.values:
+            i += 1 if "=" in t else 2
+            continue
+        if t in w.flags or (w.numeric_flags and t[1:].isdigit()):
+            i += 1
+            continue
+        if not t.startswith("--") and len(t) > 2:
+            letters = [f"-{c}" for c in t[1:]]
+            if letters[0] in w.values:  # -uroot
+                i += 1
+                continue
+            if all(x in w.flags for x in letters):
+                i += 1
+                continue
+            if all(x in w.flags for x in letters[:-1]) and letters[-1] in w.values:
+                i += 2
+                continue
+        return i, True
+    return i, False
+
+
+_cache: OrderedDict[str, Analysis] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def analyse(line: str) -> Analysis:
+    """The simple commands, paths and URLs of a command line (cached by its text)."""
+    with _cache_lock:
+        hit = _cache.get(line)
+        if hit is not None:
+            _cache.move_to_end(line)
+            return hit
+    walker = _Walker()
+    try:
+        walker.line(line, 0)
+    except RecursionError:
+        walker.cannot(f"nested deeper than {MAX_DEPTH} levels")
+    result = Analysis(tuple(walker.commands), tuple(walker.paths), tuple(walker.urls),
+                      walker.opaque, walker.writes, walker.unanalysable)
+    with _cache_lock:
+        _cache[line] = result
+        if len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+    return result
