@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -88,6 +89,8 @@ def inside(address: IP) -> bool:
             return inside(embedded)
         if address in _NAT64:
             return inside(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+    if isinstance(address, ipaddress.IPv6Address) and address.is_site_local:
+        return True  # fec0::/10: deprecated (RFC 3879), yet Python counts it global
     return (not address.is_global or address.is_multicast or address.is_reserved
             or address.is_private or address.is_loopback or address.is_link_local
             or address.is_unspecified)
@@ -106,10 +109,20 @@ def host_of(url: str) -> tuple[str, int]:
         raise Refused(f"not a URL toolgate can send to: {bad}") from None
     if "@" in parts.netloc or parts.username is not None or parts.password is not None:
         raise Refused("a webhook URL may not hold a user name or password")
-    host = (parts.hostname or "").rstrip(".")
+    host = _ascii_form(parts.hostname or "").rstrip(".")
     if not host:
         raise Refused("the URL has no host")
     return host, port or (443 if parts.scheme == "https" else 80)
+
+
+# IDNA (RFC 3490 §3.1) reads these as label dots, and its mapping folds fullwidth digits and
+# letters (NFKC): `127.0.0.1。` and `１２７.0.0.1` reach 127.0.0.1 through a resolver, so the
+# guard reads the host as the resolver will.
+_DOTS = str.maketrans({"\u3002": ".", "\uff0e": ".", "\uff61": "."})
+
+
+def _ascii_form(host: str) -> str:
+    return unicodedata.normalize("NFKC", host.translate(_DOTS)).translate(_DOTS).lower()
 
 
 def check_address(address: IP, allow: AllowList) -> None:

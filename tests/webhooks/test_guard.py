@@ -39,6 +39,10 @@ INSIDE = [
     "http://224.0.0.1/hook",
     "http://100.100.100.200/latest/meta-data/",  # Alibaba's metadata, shared space
     "http://[fd00:ec2::254]/latest/meta-data/",   # AWS's metadata over IPv6
+    "http://127.0.0.1\u3002:19199/",  # an ideographic full stop: IDNA reads it as a dot
+    "http://127\uff0e0\uff0e0\uff0e1/hook",  # fullwidth full stops
+    "http://\uff11\uff12\uff17.0.0.1/hook",  # fullwidth digits
+    "http://[fec0::1]/hook",  # IPv6 site-local (deprecated, yet routed inside)
 ]
 
 
@@ -191,7 +195,7 @@ async def test_attempts_keep_no_connection_error_text(allowed_client):
     ("127.0.0.2", True), ("10.255.0.1", True), ("169.254.169.254", True),
     ("100.64.0.1", True), ("::1", True), ("fe80::1", True), ("fc00::1", True),
     ("::ffff:10.0.0.1", True), ("2002:7f00:1::", True), ("64:ff9b::a00:1", True),
-    ("ff02::1", True), ("0.0.0.0", True), ("240.0.0.1", True),
+    ("ff02::1", True), ("0.0.0.0", True), ("240.0.0.1", True), ("fec0::1", True),
 ])
 def test_inside_addresses(address, inside):
     assert guard.inside(ipaddress.ip_address(address)) is inside
