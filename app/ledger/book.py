@@ -266,10 +266,10 @@ async def _settle(tx: _Tx, outcome: dict[str, Any]) -> None:
     await tx.run(_PROJECT_ROW, project)
     await tx.run(_ADD_PLAN, plan_id, spent, held)
     await tx.run(_ADD_PROJECT, project, spent, held)
-    if outcome["step_id"] is not None and (outcome["status"] != "succeeded"
-                                           or outcome["unverified"]):
+    if outcome["step_id"] is not None:  # every reported step is listed, limits or none
         await tx.run(_STEP_ROW, plan_id, outcome["step_id"])
-        await tx.run(_STEP_FAILED, plan_id, outcome["step_id"])
+        if outcome["status"] != "succeeded" or outcome["unverified"]:
+            await tx.run(_STEP_FAILED, plan_id, outcome["step_id"])
 
 
 async def _append(tx: _Tx, record: dict[str, Any]) -> None:

@@ -5,6 +5,8 @@ without limits keep deciding from memory."""
 
 from __future__ import annotations
 
+import pytest
+
 from app.auth.keys import ADMIN
 from app.authorize.schemas import AuthorizeIn
 from app.authorize.service import NOBODY
@@ -83,7 +85,21 @@ async def test_failed_and_unverified_attempts_of_a_step_count_as_retries(client)
     ok = await authorize(client, call(plan, step_id="test"))
     await report(client, ok["decision_id"], {"status": "succeeded", "verified": True})
     ledger = (await client.get(f"/v1/plans/{plan}")).json()["ledger"]
-    assert ledger["steps"] == {"build": {"failures": 2}}
+    assert ledger["steps"] == {"build": {"failures": 2}, "test": {"failures": 0}}
+
+
+@pytest.mark.parametrize("limits", [{}, {"max_cost_per_plan": 5}])
+async def test_every_reported_step_is_listed_with_or_without_limits(client, limits):
+    """docs/ledger.md's example (issue 45 item 2): a step whose outcome was reported is in
+    the plan's ledger, failures 0 after a verified success, on plans with and without a
+    limit (it showed `"steps": {}`)."""
+    plan = await plan_with(client, **limits)
+    allowed = await authorize(client, call(plan, step_id="summarise", estimated_cost=0.5))
+    await report(client, allowed["decision_id"],
+                 {"status": "succeeded", "cost": 0.42, "verified": True})
+    ledger = (await client.get(f"/v1/plans/{plan}")).json()["ledger"]
+    assert ledger["steps"] == {"summarise": {"failures": 0}}
+    assert ledger["spent"] == 0.42 and ledger["held"] == 0.0
 
 
 async def test_bad_context_fields_are_named_and_change_nothing(client):
