@@ -30,17 +30,30 @@ class ToolgateConfig(Strict):
     timeout_seconds: Seconds = 5.0
 
 
+class OAuthListen(Strict):
+    """The HTTP listener as an OAuth 2.1 resource server (SPEC §21, app/gateway/oauth.py):
+    access tokens from `issuer` for `audience`, the gateway's resource URI (RFC 8707), which
+    is the URL clients connect to (http(s)://host:port/path)."""
+
+    issuer: Annotated[str, StringConstraints(pattern=r"^https?://[^\s]+$")]
+    audience: Annotated[str, StringConstraints(pattern=r"^https?://[^\s]+$")]
+    scopes: list[Annotated[str, StringConstraints(pattern=r"^[!#-\[\]-~]{1,100}$")]] = []
+
+
 class HttpListen(Strict):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8787
     path: Annotated[str, StringConstraints(pattern=r"^/[A-Za-z0-9._~/-]*$")] = "/mcp"
     token_env: EnvName | None = None
+    oauth: OAuthListen | None = None
 
     @model_validator(mode="after")
     def _token_off_loopback(self) -> HttpListen:
-        if self.token_env is None and not is_loopback(self.host):
+        if self.token_env is not None and self.oauth is not None:
+            raise ValueError("token_env or oauth, not both: one way to check a caller")
+        if self.token_env is None and self.oauth is None and not is_loopback(self.host):
             raise ValueError(f"an HTTP listener on {self.host!r} (not loopback) needs "
-                             "token_env: every request must carry that bearer token")
+                             "token_env or oauth: every request must carry a bearer token")
         return self
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.gateway.config import ServerConfig, ToolEntry
+from app.gateway.oauth import with_caller
 
 SEPARATOR = "."
 UI_APPROVAL = "/ui/#/approvals/{}"
@@ -63,7 +64,7 @@ def authorize_body(*, plan_id: str, name: str, server: ServerConfig, tool: str,
         body_tool["safety_category"] = claim_.safety_category
     if entry is not None and entry.path_args:
         body_tool["path_args"] = list(entry.path_args)
-    context: dict[str, Any] = {"metadata": {"toolgate_gateway": metadata or {}}}
+    context: dict[str, Any] = {"metadata": {"toolgate_gateway": with_caller(metadata)}}
     if server.sandbox is not None:
         if server.sandbox.id is not None:
             context["sandbox_id"] = server.sandbox.id

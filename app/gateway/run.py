@@ -93,6 +93,10 @@ async def _serve_http(server: Any, http: HttpListen, token: str | None) -> None:
     app: Any = server.streamable_http_app(streamable_http_path=http.path, host=http.host)
     if token is not None:
         app = BearerToken(app, token)
+    if http.oauth is not None:  # an OAuth 2.1 resource server (SPEC §21)
+        from app.gateway.oauth import OAuthResource
+
+        app = OAuthResource(app, http.oauth)
     config = uvicorn.Config(app, host=http.host, port=http.port, log_level="warning",
                             access_log=False, lifespan="on")
     web = uvicorn.Server(config)

@@ -31,6 +31,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from app import __version__
+from app.gateway import oauth
 from app.gateway.calls import META, Gate, args_sha256
 
 CONFIRM_KEY = "toolgate_confirm"
@@ -150,6 +151,7 @@ def build_server(gate: Gate, tools_changed: ToolsChanged | None = None) -> Serve
 
     async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
                            ) -> types.CallToolResult | types.InputRequiredResult:
+        oauth.enter(ctx.request)  # the OAuth token's caller, for the decision (oauth.py)
         await gate.first_attempts(FIRST_CONNECT_SECONDS)
         args = dict(params.arguments or {})
         can_elicit = ctx.session.check_client_capability(ELICITATION)
