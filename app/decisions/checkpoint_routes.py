@@ -15,7 +15,7 @@ from app.edge.errors import InvalidInput, NotFound
 from app.edge.openapi import errors
 from app.edge.routing import JSONRoute
 from app.kit.deps import Session, SettingsDep
-from app.log.checkpoints import load_signer, open_checkpoint
+from app.log.checkpoints import contradiction, load_signer, open_checkpoint
 from app.log.note import NoteError, Verifier
 from app.log.records import iso
 from app.log.tables import ChainHead, LogCheckpoint, LogRecord
@@ -39,27 +39,25 @@ def _current_key(signing_key: str | None) -> str | None:
         return None
 
 
-async def _verifies(session: AsyncSession, row: LogCheckpoint, current: str | None
-                    ) -> str | None:
-    """Why the stored checkpoint does not hold against the stored log, or None: its
-    signature by the service's own key (from its key file, not from the database, where
-    anyone who rewrote the log could store another key), and the record at its seq (or
-    the prune anchor there) still has its head_hash."""
+def _signature(row: LogCheckpoint, current: str | None) -> str | None:
+    """Why the stored checkpoint's signature does not hold by the service's own key (from
+    its key file, not from the database, where anyone who rewrote the log could store
+    another key), or None."""
     if current is None:
         return "the signing key cannot be read, so the signature is not checked"
     try:
         open_checkpoint(row.note, [Verifier.parse(current)])
     except NoteError as exc:
         return f"the signature does not hold by the current signing key: {exc}"
+    return None
+
+
+async def _held(session: AsyncSession, row: LogCheckpoint) -> str | None:
+    """Why the stored log no longer holds the checkpoint's head: the record at its seq (or
+    the prune anchor there) has another hash; None when it holds."""
     found = await session.scalar(select(LogRecord.hash).where(LogRecord.seq == row.seq))
-    if found is None:
-        head = (await session.execute(select(ChainHead))).scalar_one()
-        if head.pruned_seq >= row.seq:
-            return None if head.pruned_seq > row.seq or head.pruned_hash == row.head_hash \
-                else "the prune anchor at its seq has another hash"
-        return f"the log holds no record at seq {row.seq}"
-    return None if found == row.head_hash else \
-        f"the record at seq {row.seq} no longer has the signed head_hash"
+    head = (await session.execute(select(ChainHead))).scalar_one()
+    return contradiction(row.seq, row.head_hash, found, head.pruned_seq, head.pruned_hash)
 
 
 @router.get("/checkpoint", responses=errors(404), summary="The latest signed checkpoint")
@@ -67,8 +65,10 @@ async def latest_checkpoint(session: Session, settings: SettingsDep) -> dict:
     """The newest checkpoint of the log's head: `note` is the signed note (C2SP
     signed-note format), the other fields its content. `verifies` says whether its
     signature and the stored log at its `seq` still hold (`problem` says why not): what
-    the operators' page shows. An auditor checks the note itself (`toolgate audit
-    verify --checkpoint`), with a verifier key obtained elsewhere. 404 when nothing is
+    the operators' page shows. `signing_stopped`: the stored log contradicts it, so the
+    service signs no new checkpoint over that log (and GET /readyz says degraded). An
+    auditor checks the note itself (`toolgate audit verify --checkpoint`), with a verifier
+    key obtained elsewhere. 404 when nothing is
     signed (no TOOLGATE_LOG_SIGNING_KEY) or no checkpoint was taken yet."""
     if settings.log_signing_key is None:
         raise NotFound("no checkpoints: the log is not signed (TOOLGATE_LOG_SIGNING_KEY)")
@@ -77,8 +77,12 @@ async def latest_checkpoint(session: Session, settings: SettingsDep) -> dict:
     if row is None:
         raise NotFound("no checkpoint yet: one is taken every TOOLGATE_CHECKPOINT_SECONDS "
                        "in which the log grew")
-    problem = await _verifies(session, row, _current_key(settings.log_signing_key))
-    return {**_out(row), "verifies": problem is None, "problem": problem}
+    forged = await _held(session, row)
+    problem = _signature(row, _current_key(settings.log_signing_key)) or forged
+    # The writer signs nothing over a log that contradicts its last checkpoint (the same
+    # test, app/log/writer/common.py): this one stays the latest, and signing has stopped.
+    return {**_out(row), "verifies": problem is None, "problem": problem,
+            "signing_stopped": forged is not None}
 
 
 def _since(value: str | None) -> tuple[int | None, datetime | None]:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
 from app.edge.handlers import envelope
 from app.edge.openapi import errors
+from app.log.checkpoints import LAST_HELD, contradiction
 from app.store.migrate import schema_verdict
 
 router = APIRouter(tags=["health"])
@@ -47,4 +51,22 @@ async def readyz(request: Request) -> Response:
         # release: a contracting migration ran, and what this code reads may be gone.
         return envelope(503, "not_ready", verdict.message,
                         {"current": current, "head": state.schema_head, "oldest": oldest})
+    problem = await _forged(state.engine)
+    if problem is not None:
+        # Still serving (decisions go on, logged and chained), yet the log contradicts its
+        # last signed checkpoint and no new one is signed: an operator must look.
+        return JSONResponse({"status": "degraded", "checkpoints": problem})
     return Response(b'{"status":"ready"}', media_type="application/json")
+
+
+async def _forged(engine: Any) -> str | None:
+    """Why the stored log contradicts its last signed checkpoint (app/log/checkpoints.py,
+    the writer's own test before it signs), or None."""
+    try:
+        async with engine.connect() as conn:
+            held = (await conn.execute(text(LAST_HELD))).first()
+    except Exception:  # not this check's to judge: the database answered just above
+        return None
+    problem = held and contradiction(*held[2:7])
+    return f"signing stopped: the log contradicts its checkpoint at seq {held[2]}: " \
+        f"{problem}" if problem else None

@@ -85,6 +85,32 @@ def make(signer: Signer, seq: int, head_hash: str, now: str
     return record, row
 
 
+class Forged(RuntimeError):
+    """The stored log contradicts its last signed checkpoint (a rewrite with recomputed
+    hashes): no checkpoint is signed over it."""
+
+
+# The latest checkpoint with what the log holds at its seq, in one statement either database
+# reads: (record_seq, time, seq, head_hash, the record's hash there, pruned_seq, pruned_hash).
+LAST_HELD = ("SELECT c.record_seq, c.time, c.seq, c.head_hash, "
+             "(SELECT hash FROM decision_log WHERE seq = c.seq), h.pruned_seq, h.pruned_hash "
+             "FROM log_checkpoints c, chain_head h WHERE h.id = 1 ORDER BY c.seq DESC LIMIT 1")
+
+
+def contradiction(seq: int, head_hash: str, found: str | None, pruned_seq: int,
+                  pruned_hash: str) -> str | None:
+    """Why the stored log no longer holds the signed head (seq, head_hash), or None: the
+    record at seq has another hash (`found`; None when the log holds none there), or, once
+    a prune cut at or past seq, its anchor does."""
+    if found is None:
+        if pruned_seq >= seq:
+            return None if pruned_seq > seq or pruned_hash == head_hash \
+                else "the prune anchor at its seq has another hash"
+        return f"the log holds no record at seq {seq}"
+    return None if found == head_hash else \
+        f"the record at seq {seq} no longer has the signed head_hash"
+
+
 def due(*, head_seq: int, last_record_seq: int | None, since_last: float | None,
         interval: float) -> bool:
     """Whether a writer holding the chain head takes a checkpoint now: the log grew since

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,16 +20,21 @@ _CHECKPOINT_COLUMNS = ("seq", "head_hash", "origin", "time", "verifier_key", "re
 
 
 def checkpoint_due(signer: Any, interval: float, seq: int, head_hash: str, moment: datetime,
-                   last: tuple[int, datetime] | None
+                   last: tuple[int, datetime] | None, held: Sequence[Any] | None = None
                    ) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """Under the head's lock: the checkpoint record and row for head (seq, head_hash), or
-    None when none is due (`last`: the latest checkpoint's record seq and time)."""
-    from app.log.checkpoints import due, make
+    None when none is due (`last`: the latest checkpoint's record seq and time). Raises
+    Forged when the log no longer holds the last signed head (`held`: checkpoints.LAST_HELD's
+    row): a checkpoint signed then would vouch for a rewritten history."""
+    from app.log.checkpoints import Forged, contradiction, due, make
 
     if not due(head_seq=seq, last_record_seq=last[0] if last else None,
                since_last=(moment - last[1]).total_seconds() if last else None,
                interval=interval):
         return None
+    problem = held and contradiction(*held[2:7])
+    if problem:
+        raise Forged(f"the log contradicts its checkpoint at seq {held[2]}: {problem}")
     record, row = make(signer, seq, head_hash, iso(moment))
     row["record_seq"] = seq + 1
     return record, row

@@ -215,6 +215,7 @@ class Checkpoints:
         self._next = perf_counter() + seconds
         self._timer: asyncio.TimerHandle | None = None
         self.taken = 0
+        self.stopped: str | None = None  # why signing stopped (checkpoints.Forged)
 
     @classmethod
     def from_config(cls, config: dict[str, Any] | None) -> Checkpoints | None:
@@ -239,10 +240,18 @@ class Checkpoints:
         event.set()
 
     async def take(self, store: SQLiteStore | PostgresStore) -> None:
+        from app.log.checkpoints import Forged
+
         self._next = perf_counter() + self.seconds
+        if self.stopped is not None:
+            return  # until a restart (which checks again): decisions go on, unsigned
         try:
             if await store.checkpoint(self.signer, self.seconds) is not None:
                 self.taken += 1
+        except Forged as forged:
+            self.stopped = str(forged)
+            log.error("decision log checkpoints: signing stopped: %s; GET /readyz answers "
+                      "degraded and the page's audit view says so", forged)
         except Exception as exc:  # the next interval tries again; decisions never wait
             log.warning("decision log checkpoint failed: %s", exc)
 

@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from app.log.chain import QUOTED_COLUMNS, Unhashable, chain_values
+from app.log.checkpoints import LAST_HELD
 from app.log.records import PG_EPOCH, pg_micros
 from app.log.writer.common import _CHECKPOINT_COLUMNS, _now, checkpoint_due
 from app.log.writer.summariser import SUMMARISE_SECONDS, Summariser
@@ -25,7 +26,6 @@ def _one(value: int) -> tuple[int]:
 
 
 _PG_LOCK_HEAD = "SELECT seq, hash FROM chain_head WHERE id = 1 FOR UPDATE"
-_PG_LAST_CHECKPOINT = "SELECT record_seq, time FROM log_checkpoints ORDER BY seq DESC LIMIT 1"
 _PG_CHECKPOINT = (f"INSERT INTO log_checkpoints ({', '.join(_CHECKPOINT_COLUMNS)}) "
                   f"VALUES ({', '.join(f'${i + 1}' for i in range(len(_CHECKPOINT_COLUMNS)))})")
 
@@ -180,10 +180,10 @@ class PostgresStore:
             conn = self._conn or await self._connect()
             async with conn.transaction():
                 head = tuple(await conn.fetchrow(_PG_LOCK_HEAD))
-                last = await conn.fetchrow(_PG_LAST_CHECKPOINT)
+                last = await conn.fetchrow(LAST_HELD)
                 moment = _now()
                 made = checkpoint_due(signer, interval, head[0], head[1], moment, last and (
-                    last[0], PG_EPOCH + timedelta(microseconds=last[1])))
+                    last[0], PG_EPOCH + timedelta(microseconds=last[1])), last)
                 if made is None:
                     return None
                 record, row = made

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app.log.chain import COLUMNS, QUOTED_COLUMNS, chain_values
+from app.log.checkpoints import LAST_HELD
 from app.log.records import sqlite_text, sqlite_time
 from app.log.writer.common import _CHECKPOINT_COLUMNS, _now, checkpoint_due
 
@@ -15,7 +16,6 @@ _SQLITE_HEAD = "UPDATE chain_head SET updated_at = ? WHERE id = 1 RETURNING seq,
 _SQLITE_INSERT = (f"INSERT INTO decision_log ({QUOTED_COLUMNS}) "
                   f"VALUES ({', '.join('?' * len(COLUMNS))})")
 _SQLITE_SET_HEAD = "UPDATE chain_head SET seq = ?, hash = ? WHERE id = 1"
-_SQLITE_LAST_CHECKPOINT = "SELECT record_seq, time FROM log_checkpoints ORDER BY seq DESC LIMIT 1"
 _SQLITE_CHECKPOINT = (f"INSERT INTO log_checkpoints ({', '.join(_CHECKPOINT_COLUMNS)}) "
                       f"VALUES ({', '.join('?' * len(_CHECKPOINT_COLUMNS))})")
 
@@ -54,9 +54,9 @@ class SQLiteStore:
             conn.execute("BEGIN IMMEDIATE")
             moment = _now()
             seq, prev = conn.execute(_SQLITE_HEAD, (sqlite_time(moment),)).fetchone()
-            last = conn.execute(_SQLITE_LAST_CHECKPOINT).fetchone()
+            last = conn.execute(LAST_HELD).fetchone()
             made = checkpoint_due(signer, interval, seq, prev, moment, last and (
-                last[0], datetime.fromisoformat(last[1]).replace(tzinfo=UTC)))
+                last[0], datetime.fromisoformat(last[1]).replace(tzinfo=UTC)), last)
             if made is None:
                 conn.execute("ROLLBACK")
                 return None
