@@ -10,7 +10,8 @@ import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
@@ -21,6 +22,11 @@ from app.gateway import mapping
 from app.gateway.config import GatewayConfig
 from app.gateway.upstream import Upstream, UpstreamUnavailable
 
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+    from app.gateway.sessions import ClientLink
+
 log = logging.getLogger("toolgate.gateway")
 
 META = "toolgate/decision"
@@ -29,6 +35,19 @@ REGISTRY_SECONDS = 10.0  # how long the list of registered tools is trusted
 
 # Asks the client's user to confirm a destructive call: True only on accept + confirm.
 Confirm = Callable[[str, dict[str, Any]], Awaitable[bool]]
+
+
+@dataclass
+class Via:
+    """Where a forwarded request goes: a handshake-era client's own upstream session
+    (`link`, sessions.py) or, without one, the gateway's shared session; the client's
+    request (`session`, `request_id`) that what the upstream says meanwhile rides, and
+    where the upstream's progress notifications go."""
+
+    link: ClientLink | None = None
+    session: Any = None
+    request_id: Any = None
+    progress: Any = None
 
 
 class NoDecision(Exception):
@@ -59,6 +78,7 @@ class Gate:
         self._registry_at = -1e9
         self._reports: set[asyncio.Task[None]] = set()
         self._first_tried = False
+        self.tasks: TaskGroup | None = None  # run.py: where client sessions' tasks run
 
     async def first_attempts(self, timeout: float) -> None:
         """Once, at most `timeout`: until every upstream was tried once (connected or
@@ -109,14 +129,35 @@ class Gate:
 
     # -- tools/list ------------------------------------------------------------------------
 
-    def list_tools(self) -> list[types.Tool]:
+    def tools_of(self, server: str, link: ClientLink | None = None) -> dict[str, types.Tool]:
+        """What `server` lists: on the client's own session when it was listed there,
+        else on the gateway's shared one."""
+        if link is not None and server in link.tools:
+            return link.tools[server]
+        return self.upstreams[server].tools
+
+    async def list_own(self, link: ClientLink) -> None:
+        """List every upstream on the client's own sessions (one that fails keeps the
+        shared listing)."""
+        for server, upstream in self.upstreams.items():
+            if not upstream.up:
+                continue
+            try:
+                client = await link.client(server)
+                listing = await upstream.request(_list_tools, client)
+            except UpstreamUnavailable as exc:
+                log.debug("gateway: %s not listed on a client's session: %s", server, exc)
+                continue
+            link.tools[server] = {tool.name: tool for tool in listing}
+
+    def list_tools(self, link: ClientLink | None = None) -> list[types.Tool]:
         """The union in a fixed order (servers as configured, each server's own order);
         a server that is down is left out."""
         tools: list[types.Tool] = []
         for server, upstream in self.upstreams.items():
             if not upstream.up:
                 continue
-            for tool in upstream.tools.values():
+            for tool in self.tools_of(server, link).values():
                 tools.append(tool.model_copy(update={"name": mapping.gateway_name(server,
                                                                                   tool.name)}))
         return tools
@@ -131,33 +172,48 @@ class Gate:
     # -- tools/call ------------------------------------------------------------------------
 
     async def _decide(self, body: dict[str, Any]) -> dict[str, Any]:
+        # One total deadline over the whole decision, retries included (SPEC §19): the
+        # client's timeout bounds each attempt, and a client of the gateway waits for one.
+        limit = self.config.toolgate.timeout_seconds
         try:
-            decision = await self.toolgate.authorize_tool(**_client_args(body))
+            with anyio.fail_after(limit):
+                decision = await self.toolgate.authorize_tool(**_client_args(body))
         except ToolgateError as exc:
             raise NoDecision(str(exc)) from exc
+        except TimeoutError as exc:
+            raise NoDecision(f"no decision from toolgate within {limit} s") from exc
         except Exception as exc:  # anything else: still no decision
             raise NoDecision(f"{type(exc).__name__}: {exc}") from exc
+        # The client parses strictly (no duplicate key, `allowed` a JSON boolean); held here
+        # again because forwarding depends on it.
         raw = decision.raw if isinstance(getattr(decision, "raw", None), dict) else None
-        if raw is None or not isinstance(decision.decision_id, str):
+        if raw is None or not isinstance(decision.decision_id, str) or not decision.decision_id:
             raise NoDecision("toolgate's answer has no decision id")
+        if raw.get("allowed") is not decision.allowed or not isinstance(decision.allowed, bool):
+            raise NoDecision("toolgate's answer has no boolean `allowed`")
         if decision.allowed is not True and not isinstance(raw.get("deny"), dict):
             raise NoDecision("toolgate's deny has no reason")
         return raw
 
     async def authorize(self, name: str, server: str, tool: str, args: dict[str, Any], *,
                         confirmed: bool = False,
-                        metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+                        metadata: dict[str, Any] | None = None,
+                        claim: mapping.Claim | None = None,
+                        path_args: list[str] | None = None,
+                        link: ClientLink | None = None) -> dict[str, Any]:
         upstream = self.upstreams[server]
         plan_id = await self.ensure_plan()
         await self._refresh_registry()
-        annotations = _annotations(upstream.tools.get(tool))
-        claim = mapping.claim(upstream.config, tool, annotations)
+        if claim is None:
+            claim = mapping.claim(upstream.config, tool,
+                                  _annotations(self.tools_of(server, link).get(tool)))
 
         def body(registered: bool) -> dict[str, Any]:
             return mapping.authorize_body(plan_id=plan_id, name=name, server=upstream.config,
                                           tool=tool, args=args,
                                           claim_=None if registered else claim,
-                                          confirmed=confirmed, metadata=metadata)
+                                          confirmed=confirmed, metadata=metadata,
+                                          path_args=path_args)
 
         registered = name in self._registered
         try:
@@ -171,7 +227,8 @@ class Gate:
 
     async def call(self, name: str, arguments: dict[str, Any] | None,
                    confirm: Confirm | None,
-                   confirmation_of: str | None = None) -> types.CallToolResult:
+                   confirmation_of: str | None = None,
+                   via: Via | None = None) -> types.CallToolResult:
         """`confirm` asks the user inline (a handshake-era client); `confirmation_of` is
         the decision a confirmation already given answers (a 2026-07-28 client's retry)."""
         split = mapping.split_name(name)
@@ -179,7 +236,10 @@ class Gate:
             return error_result(f"unknown tool {name!r}: tools are named SERVER.TOOL")
         server, tool = split
         upstream = self.upstreams[server]
-        if tool not in upstream.tools:
+        link = via.link if via is not None else None
+        if link is not None and tool not in self.tools_of(server, link) and upstream.up:
+            await self.list_own(link)  # called before this client listed: list now
+        if tool not in self.tools_of(server, link):
             return error_result(f"unknown tool {name!r}: server {server!r} has not listed it"
                                 + ("" if upstream.up else f" (it is down: {upstream.reason})"))
         # One copy, authorized and forwarded: nothing the client holds can change it between.
@@ -187,13 +247,14 @@ class Gate:
         try:
             if confirmation_of is not None:
                 decision = await self.authorize(
-                    name, server, tool, args, confirmed=True,
+                    name, server, tool, args, confirmed=True, link=link,
                     metadata={"server": server, "tool": tool, "confirmed_by": "elicitation",
                               "confirmation_of": confirmation_of})
             else:
-                decision = await self.authorize(name, server, tool, args,
+                decision = await self.authorize(name, server, tool, args, link=link,
                                                 metadata={"server": server, "tool": tool})
-            decision = await self._confirm_or_wait(decision, name, server, tool, args, confirm)
+            decision = await self._confirm_or_wait(decision, name, server, tool, args, confirm,
+                                                   link)
         except NoDecision as exc:
             log.warning("gateway: %s denied, no decision: %s", name, exc)
             return error_result(f"{UNAVAILABLE}: no decision could be obtained from toolgate, "
@@ -202,7 +263,7 @@ class Gate:
                                  "deny": {"error": UNAVAILABLE, "message": str(exc)}})
         if decision.get("allowed") is not True:
             return self.deny_result(decision)
-        return await self.forward(decision, upstream, tool, args)
+        return await self.forward(decision, upstream, tool, args, via or Via())
 
     def deny_result(self, decision: dict[str, Any]) -> types.CallToolResult:
         deny = decision["deny"]
@@ -220,7 +281,8 @@ class Gate:
 
     async def _confirm_or_wait(self, decision: dict[str, Any], name: str, server: str,
                                tool: str, args: dict[str, Any],
-                               confirm: Confirm | None) -> dict[str, Any]:
+                               confirm: Confirm | None,
+                               link: ClientLink | None = None) -> dict[str, Any]:
         deny = decision.get("deny") or {}
         if decision.get("allowed") is True:
             return decision
@@ -228,7 +290,7 @@ class Gate:
             if not await confirm(name, args):
                 return decision
             return await self.authorize(
-                name, server, tool, args, confirmed=True,
+                name, server, tool, args, confirmed=True, link=link,
                 metadata={"server": server, "tool": tool, "confirmed_by": "elicitation",
                           "confirmation_of": decision["decision_id"]})
         if deny.get("code") == "human_approval_required" and self.config.approvals.wait_seconds:
@@ -237,7 +299,7 @@ class Gate:
                 await self._wait_decided(approval["approval_id"])
                 # Asked again whatever came of it: a grant is used by this decision, and
                 # otherwise the deny shows the approval as it is now (rejected, expired).
-                return await self.authorize(name, server, tool, args,
+                return await self.authorize(name, server, tool, args, link=link,
                                             metadata={"server": server, "tool": tool,
                                                       "approval": approval["approval_id"]})
         return decision
@@ -256,16 +318,23 @@ class Gate:
         return False
 
     async def forward(self, decision: dict[str, Any], upstream: Upstream, tool: str,
-                      args: dict[str, Any]) -> types.CallToolResult:
+                      args: dict[str, Any], via: Via) -> types.CallToolResult:
         decision_id = decision["decision_id"]
         meta = {"decision_id": decision_id, "allowed": True}
         error: str | None = None
         try:
-            result = await upstream.call(tool, args)
+            result = await self.on_session(
+                upstream, via, lambda client: upstream.call(tool, args, via=client,
+                                                            progress=via.progress))
         except UpstreamUnavailable as exc:
             error = str(exc)
             result = error_result(f"ToolExecutionError (execution_failed): {error} "
                                   f"[decision {decision_id}]", meta)
+        except BaseException:
+            # Cancelled by the client (notifications/cancelled) or the client went away
+            # (SPEC §19): the allow still gets its outcome.
+            self.book(decision_id, upstream, tool, args, "cancelled")
+            raise
         else:
             if result.is_error:
                 error = _result_text(result) or "the tool answered isError"
@@ -275,11 +344,36 @@ class Gate:
             result = result.model_copy(update={"meta": {**kept, META: meta}})
         # Reported after the answer is on its way: the client never waits for it, and the
         # gateway drains what is left when it stops (drain_reports).
+        self.book(decision_id, upstream, tool, args, error)
+        return result
+
+    async def on_session(self, upstream: Upstream, via: Via,
+                         op: Callable[[Any], Awaitable[Any]]) -> Any:
+        """`op(client)` on the client's own session with `upstream` (None: the shared
+        one), with the request marked in flight; a failed own session is dropped."""
+        link = via.link
+        if link is None:
+            return await op(None)
+        client = await link.client(upstream.name)
+        if via.session is not None:
+            link.begin(upstream.name, via.session, via.request_id)
+        try:
+            return await op(client)
+        except UpstreamUnavailable as exc:
+            if exc.broken:
+                link.drop(upstream.name, client)
+            raise
+        finally:
+            if via.session is not None:
+                link.end(upstream.name, via.session, via.request_id)
+
+    def book(self, decision_id: str, upstream: Upstream, tool: str, args: dict[str, Any],
+             error: str | None) -> None:
+        """Report the outcome in the background (drained when the gateway stops)."""
         task = asyncio.get_running_loop().create_task(
             self._report(decision_id, upstream, tool, args, error))
         self._reports.add(task)
         task.add_done_callback(self._reports.discard)
-        return result
 
     async def drain_reports(self, timeout: float = 10.0) -> None:
         if self._reports:
@@ -296,6 +390,18 @@ class Gate:
                 args_sha256=args_sha256(args))
         except Exception as exc:  # the call has run: the record stays without an outcome
             log.warning("gateway: outcome of decision %s not reported: %s", decision_id, exc)
+
+
+async def _list_tools(client: Any) -> list[types.Tool]:
+    tools: list[types.Tool] = []
+    cursor: str | None = None
+    for _ in range(100):  # a paginator that never ends cannot hang the gateway
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools
 
 
 def _client_args(body: dict[str, Any]) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from app.gateway.config import ServerConfig, ToolEntry
 from app.gateway.oauth import with_caller
@@ -15,6 +16,13 @@ UI_APPROVAL = "/ui/#/approvals/{}"
 # An unregistered tool of an untrusted server (and any tool whose annotations are
 # missing or unread): everything a tool could be.
 WORST_CASE = {"writes": True, "checkpointable": False, "unsafe": True}
+
+
+# resources/read is decided as this tool of the server that serves the URI (SPEC §19): no
+# MCP tool name has a ':', so it is never one of the server's own tools.
+RESOURCE_READ = "resources:read"
+# A read is a read unless the registry says otherwise.
+READ_ONLY = {"writes": False, "checkpointable": False, "unsafe": False}
 
 
 def gateway_name(server: str, tool: str) -> str:
@@ -52,9 +60,23 @@ def claim(server: ServerConfig, tool: str, annotations: dict[str, Any] | None) -
                  "destructive" if writes and destructive_hint else "safe")
 
 
+def resource_read(uri: str) -> tuple[dict[str, Any], list[str]]:
+    """The args and path_args of a resources/read decision: `{"uri": ...}`; a file://
+    URI also as the path argument `path` (check 10, call rules' `paths`). A file URI
+    naming another host keeps the whole URI as its path: no sandbox root contains it."""
+    args: dict[str, Any] = {"uri": uri}
+    parts = urlsplit(uri)
+    if parts.scheme.lower() != "file":
+        return args, []
+    local = parts.netloc in ("", "localhost")
+    args["path"] = unquote(parts.path) if local and parts.path else uri
+    return args, ["path"]
+
+
 def authorize_body(*, plan_id: str, name: str, server: ServerConfig, tool: str,
                    args: dict[str, Any], claim_: Claim | None, confirmed: bool = False,
-                   metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+                   metadata: dict[str, Any] | None = None,
+                   path_args: list[str] | None = None) -> dict[str, Any]:
     """One POST /v1/authorize-tool. `claim_` None: the tool is registered, the registry
     decides (a submitted capability could only tighten it, never the other way)."""
     entry = server.tools.get(tool)
@@ -62,8 +84,10 @@ def authorize_body(*, plan_id: str, name: str, server: ServerConfig, tool: str,
     if claim_ is not None:
         body_tool["capability"] = claim_.capability
         body_tool["safety_category"] = claim_.safety_category
-    if entry is not None and entry.path_args:
-        body_tool["path_args"] = list(entry.path_args)
+    paths = list(entry.path_args) if entry is not None else []
+    paths += [p for p in path_args or [] if p not in paths]
+    if paths:
+        body_tool["path_args"] = paths
     context: dict[str, Any] = {"metadata": {"toolgate_gateway": with_caller(metadata)}}
     if server.sandbox is not None:
         if server.sandbox.id is not None:

@@ -9,6 +9,7 @@ import hmac
 import logging
 import os
 import sys
+import warnings
 from typing import Any
 
 import anyio
@@ -73,16 +74,21 @@ async def serve(config: GatewayConfig) -> None:
         log.warning("gateway: no plan yet (calls fail closed until one is made): %s", exc)
     server = build_server(gate, tools_changed)
     async with toolgate, anyio.create_task_group() as tasks:
+        gate.tasks = tasks  # each client's own upstream sessions run here (sessions.py)
         tasks.start_soon(tools_changed.run)
         for upstream in upstreams.values():
             tasks.start_soon(upstream.supervise)
         if http is not None:
             await _serve_http(server, http, listener_token)
         else:
+            from mcp.server.runner import serve_dual_era_loop
             from mcp.server.stdio import stdio_server
 
-            async with stdio_server() as (read, write):
-                await server.run(read, write, server.create_initialization_options())
+            # No fixed initialization options: the capabilities are read at the client's
+            # initialize (the union of what the upstreams declared by then).
+            async with stdio_server() as (read, write), server.lifespan(server) as state:
+                await serve_dual_era_loop(server, read, write, lifespan_state=state,
+                                          init_options=None)
         await gate.drain_reports()
         tasks.cancel_scope.cancel()
 
@@ -107,6 +113,11 @@ async def _serve_http(server: Any, http: HttpListen, token: str | None) -> None:
 
 
 def main(config: GatewayConfig) -> int:
+    from mcp.shared.exceptions import MCPDeprecationWarning
+
+    # The gateway relays the features 2026-07-28 deprecates (logging, roots, resource
+    # subscriptions) for the handshake-era clients and servers that still use them.
+    warnings.simplefilter("ignore", MCPDeprecationWarning)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s")
     try:

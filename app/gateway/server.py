@@ -19,6 +19,7 @@ import hmac
 import json
 import logging
 import secrets
+import time
 from typing import Any
 
 import anyio
@@ -33,6 +34,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from app import __version__
 from app.gateway import oauth
 from app.gateway.calls import META, Gate, args_sha256
+from app.gateway.relay import RELAYED, Relay, connection_of
 
 CONFIRM_KEY = "toolgate_confirm"
 SCHEMA = {"type": "object",
@@ -42,6 +44,7 @@ SCHEMA = {"type": "object",
 ELICITATION = types.ClientCapabilities(elicitation=types.ElicitationCapability())
 NOTIFY_SECONDS = 5.0  # one client's channel that does not take a notification is skipped
 FIRST_CONNECT_SECONDS = 30.0  # how long a first tools/list waits for the upstreams' first try
+STATE_SECONDS = 600  # a 2026-07-28 confirmation's request state is good this long, once
 
 log = logging.getLogger("toolgate.gateway")
 
@@ -60,26 +63,46 @@ def _accepted(answer: Any) -> bool:
 
 
 class _States:
-    """Request states of the 2026-07-28 confirmation round trip, signed by this process."""
+    """Request states of the 2026-07-28 confirmation round trip (SPEC §19): signed by this
+    process over the call (tool name and arguments' digest), the decision it answers and
+    when it was issued; single-use (the first retry that presents it spends it, before
+    anything is awaited, so concurrent replays lose) and expiring after STATE_SECONDS."""
 
     def __init__(self) -> None:
         self._key = secrets.token_bytes(32)
+        self._spent: dict[str, float] = {}  # state -> when it expires (kept until then)
 
-    def _mac(self, name: str, args: dict[str, Any], decision_id: str) -> str:
-        message = json.dumps([name, args_sha256(args), decision_id]).encode()
+    def _mac(self, name: str, args: dict[str, Any], decision_id: str, issued: int) -> str:
+        message = json.dumps([name, args_sha256(args), decision_id, issued]).encode()
         return hmac.new(self._key, message, hashlib.sha256).hexdigest()
 
     def issue(self, name: str, args: dict[str, Any], decision_id: str) -> str:
-        return f"{decision_id}.{self._mac(name, args, decision_id)}"
+        issued = int(time.time())
+        return f"{decision_id}.{issued}.{self._mac(name, args, decision_id, issued)}"
 
-    def verify(self, state: str | None, name: str, args: dict[str, Any]) -> str | None:
-        """The decision id the state was issued for, when it is ours and for this call."""
-        if not state or "." not in state or args_sha256(args) is None:
+    def spend(self, state: str | None, name: str, args: dict[str, Any]) -> str | None:
+        """The decision id the state was issued for, when it is ours, for this call,
+        not expired and not spent before; it is spent now."""
+        if not state or state.count(".") < 2 or args_sha256(args) is None:
             return None
-        decision_id, _, mac = state.rpartition(".")
-        if hmac.compare_digest(mac, self._mac(name, args, decision_id)):
-            return decision_id
-        return None
+        rest, _, mac = state.rpartition(".")
+        decision_id, _, issued_text = rest.rpartition(".")
+        if not issued_text.isdigit():
+            return None
+        issued = int(issued_text)
+        now = time.time()
+        if not issued <= now + 5 or now - issued > STATE_SECONDS:
+            return None
+        if not hmac.compare_digest(mac, self._mac(name, args, decision_id, issued)):
+            return None
+        for old in [k for k, until in self._spent.items() if until < now]:
+            del self._spent[old]
+        if state in self._spent:
+            log.warning("gateway: a confirmation of decision %s was presented again and "
+                        "refused (single-use)", decision_id)
+            return None
+        self._spent[state] = issued + STATE_SECONDS + 5
+        return decision_id
 
 
 class ToolsChanged:
@@ -120,34 +143,43 @@ class ToolsChanged:
 class _GatewayServer(Server[Any]):
     """The SDK's low-level server declaring `tools.listChanged` to handshake-era clients
     (on 2026-07-28 the SDK derives it from the listen handler), on every listener: the
-    HTTP session manager asks for the options without arguments."""
+    HTTP session manager asks for the options without arguments. Of what the gateway
+    relays (prompts, resources, logging, completions) it declares what its upstreams
+    declared (SPEC §19), read at each client's initialize."""
+
+    relay: Relay
 
     def create_initialization_options(
             self, notification_options: NotificationOptions | None = None,
             experimental_capabilities: dict[str, dict[str, Any]] | None = None,
             extensions: dict[str, dict[str, Any]] | None = None) -> InitializationOptions:
         return super().create_initialization_options(
-            notification_options or NotificationOptions(tools_changed=True),
+            notification_options or NotificationOptions(
+                tools_changed=True, prompts_changed=True, resources_changed=True),
             experimental_capabilities, extensions)
 
-
-def _connection(ctx: ServerRequestContext[Any]) -> Connection | None:
-    # The SDK (2.3) gives handlers the per-request ServerSession, not the Connection
-    # behind it; the connection is what outlives the request (its standalone channel
-    # and its exit stack). Checked: a missing attribute disables only the
-    # notifications, and tests/gateway/test_list_changed.py fails.
-    connection = getattr(ctx.session, "_connection", None)
-    return connection if isinstance(connection, Connection) else None
+    def get_capabilities(self, notification_options: NotificationOptions | None = None,
+                         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+                         extensions: dict[str, dict[str, Any]] | None = None, *,
+                         protocol_version: str | None = None) -> types.ServerCapabilities:
+        caps = super().get_capabilities(notification_options, experimental_capabilities,
+                                        extensions, protocol_version=protocol_version)
+        return caps.model_copy(update={name: None for name in RELAYED
+                                       if not self.relay.declares(name)})
 
 
 def build_server(gate: Gate, tools_changed: ToolsChanged | None = None) -> Server[Any]:
     states = _States()
     tools_changed = tools_changed or ToolsChanged()
+    relay = Relay(gate)
 
     async def on_list_tools(ctx: ServerRequestContext[Any],
                             params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         await gate.first_attempts(FIRST_CONNECT_SECONDS)
-        return types.ListToolsResult(tools=gate.list_tools())
+        link = relay.via(ctx).link
+        if link is not None:
+            await gate.list_own(link)
+        return types.ListToolsResult(tools=gate.list_tools(link))
 
     async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
                            ) -> types.CallToolResult | types.InputRequiredResult:
@@ -156,12 +188,17 @@ def build_server(gate: Gate, tools_changed: ToolsChanged | None = None) -> Serve
         args = dict(params.arguments or {})
         can_elicit = ctx.session.check_client_capability(ELICITATION)
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        # The upstream's progress rides this call back to the client (a no-op when the
+        # client sent no progress token).
+        via = relay.via(ctx, progress=lambda value, total, message:
+                        _quietly(ctx.session.report_progress(value, total, message)))
         if modern:
             confirmed_of = None
             answer = (params.input_responses or {}).get(CONFIRM_KEY)
             if answer is not None and _accepted(answer):
-                confirmed_of = states.verify(params.request_state, params.name, args)
-            result = await gate.call(params.name, args, None, confirmation_of=confirmed_of)
+                confirmed_of = states.spend(params.request_state, params.name, args)
+            result = await gate.call(params.name, args, None, confirmation_of=confirmed_of,
+                                     via=via)
             deny = ((result.meta or {}).get(META) or {}).get("deny") or {}
             if (can_elicit and confirmed_of is None and answer is None
                     and deny.get("code") == "confirmation_required"):
@@ -178,13 +215,14 @@ def build_server(gate: Gate, tools_changed: ToolsChanged | None = None) -> Serve
                                                    related_request_id=ctx.request_id)
             return _accepted(answer)
 
-        return await gate.call(params.name, args, confirm if can_elicit else None)
+        return await gate.call(params.name, args, confirm if can_elicit else None, via=via)
 
     async def on_initialized(ctx: ServerRequestContext[Any],
                              params: types.NotificationParams) -> None:
-        connection = _connection(ctx)
+        connection = connection_of(ctx)
         if connection is not None and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             tools_changed.track(connection)
+            relay.via(ctx)  # this client's own upstream sessions, opened now
         elif connection is None:
             log.warning("gateway: this client will not be told when the tool list changes")
 
@@ -193,10 +231,30 @@ def build_server(gate: Gate, tools_changed: ToolsChanged | None = None) -> Serve
         instructions="Tools of the servers behind this gateway, named SERVER.TOOL; "
                      "every call is decided by toolgate first.",
         on_list_tools=on_list_tools, on_call_tool=on_call_tool,
+        on_list_resources=relay.list_resources,
+        on_list_resource_templates=relay.list_templates,
+        on_read_resource=relay.read_resource,
+        on_subscribe_resource=relay.subscribe, on_unsubscribe_resource=relay.unsubscribe,
+        on_list_prompts=relay.list_prompts, on_get_prompt=relay.get_prompt,
+        on_completion=relay.complete,
         on_subscriptions_listen=ListenHandler(tools_changed.bus),
         # The Mcp-Param header check of a 2026-07-28 HTTP call reads the tool's schema
         # here instead of running the whole tools/list handler for every call.
         get_tool_input_schema=gate.input_schema)
+    server.relay = relay
+    # Deprecated at 2026-07-28 (the SDK warns when they are passed to the constructor),
+    # relayed for the handshake-era clients and servers that still use them.
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams,
+                               relay.set_level)
+    server.add_notification_handler("notifications/roots/list_changed",
+                                    types.NotificationParams, relay.roots_changed)
     server.add_notification_handler("notifications/initialized", types.NotificationParams,
                                     on_initialized)
     return server
+
+
+async def _quietly(send: Any) -> None:
+    try:
+        await send
+    except Exception as exc:  # noqa: BLE001 - a notification is best-effort
+        log.debug("gateway: progress not relayed: %s", exc)

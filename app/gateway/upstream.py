@@ -14,8 +14,8 @@ stream) calls `on_change`: the gateway tells its own clients (server.py)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
@@ -31,9 +31,16 @@ BACKOFF_MAX = 30.0
 HEALTH_SECONDS = 5.0  # a listing this often notices a server that died while idle
 CONNECT_SECONDS = 30.0
 
+T = TypeVar("T")
+
 
 class UpstreamUnavailable(Exception):
-    """The call could not be forwarded, or its answer did not come back."""
+    """The call could not be forwarded, or its answer did not come back. `broken`: the
+    session itself failed (not an error answer of a live server)."""
+
+    def __init__(self, message: str, *, broken: bool = True) -> None:
+        super().__init__(message)
+        self.broken = broken
 
 
 class Upstream:
@@ -44,6 +51,9 @@ class Upstream:
         self.deadline = deadline
         self.on_change = on_change  # what it lists changed (synchronous, must not raise)
         self.tools: dict[str, types.Tool] = {}  # the last listing seen (kept while down)
+        # What it declared at its last handshake (kept while down): the gateway declares
+        # the union of its upstreams' capabilities to its clients (SPEC §19).
+        self.capabilities: types.ServerCapabilities | None = None
         self.up = False
         self.reason = "not connected yet"
         self._client: Client | None = None
@@ -51,7 +61,7 @@ class Upstream:
         self._wake = anyio.Event()  # marked broken, or the server said its list changed
         self._ready = anyio.Event()  # set after the first attempt, whatever its result
 
-    def _target(self) -> Any:
+    def target(self) -> Any:
         if self.config.url is not None:
             return self.config.url
         command, *args = self.config.command or [""]
@@ -82,11 +92,12 @@ class Upstream:
         self._wake = anyio.Event()
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(self._handshake_watchdog)
-            async with Client(self._target(), cache=None, mode="auto",
+            async with Client(self.target(), cache=None, mode="auto",
                               message_handler=self._on_message) as client:
                 try:
                     listing = await _list_all(client)
                     self.tools = {tool.name: tool for tool in listing}
+                    self.capabilities = client.server_capabilities
                     self._client = client
                     self.up = True
                     self.reason = ""
@@ -152,30 +163,51 @@ class Upstream:
         if was_up:
             self.on_change()
 
+    def relist(self) -> None:
+        """List again now (a client's own session heard that the list changed)."""
+        self._wake.set()
+
     def mark_broken(self, reason: str) -> None:
         """Out of the list at once; the supervisor reconnects."""
         self._down(reason)
         self._broken = True
         self._wake.set()
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        """Forward one call within the deadline; UpstreamUnavailable when it cannot be
-        sent or answered (the server is then marked down and reconnected)."""
-        client = self._client
-        if client is None or not self.up:
+    async def call(self, tool: str, arguments: dict[str, Any], *, via: Client | None = None,
+                   progress: Any = None) -> types.CallToolResult:
+        """Forward one call within the deadline, on `via` (a client's own session with
+        this server) or the gateway's shared session; UpstreamUnavailable when it cannot
+        be sent or answered. `progress` receives the server's progress notifications."""
+        return await self.request(
+            lambda client: client.call_tool(tool, arguments, progress_callback=progress), via)
+
+    async def request(self, op: Callable[[Client], Awaitable[T]],
+                      via: Client | None = None, *, errors_as_is: bool = False) -> T:
+        """One request within the deadline. On the shared session a failure marks the
+        server down (the supervisor reconnects); on a client's own session it is that
+        session's failure alone (sessions.py drops it). `errors_as_is`: an error answer
+        of the live server is raised as it came (MCPError), for the client to see."""
+        client = via if via is not None else self._client
+        if client is None or (via is None and not self.up):
             raise UpstreamUnavailable(f"upstream {self.name} is down: {self.reason}")
         try:
             with anyio.fail_after(self.deadline):
-                return await client.call_tool(tool, arguments)
+                return await op(client)
         except TimeoutError:
             reason = f"no answer within the deadline ({self.deadline:g} s)"
-            self.mark_broken(reason)
+            if via is None:
+                self.mark_broken(reason)
             raise UpstreamUnavailable(f"upstream {self.name}: {reason}") from None
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:
             reason = _text(exc)
-            if not _is_protocol_error(exc):
+            if is_protocol_error(exc):
+                if errors_as_is:
+                    raise
+                raise UpstreamUnavailable(f"upstream {self.name}: {reason}",
+                                          broken=False) from exc
+            if via is None:
                 self.mark_broken(reason)
             raise UpstreamUnavailable(f"upstream {self.name}: {reason}") from exc
 
@@ -192,12 +224,16 @@ async def _list_all(client: Client) -> list[types.Tool]:
     return tools
 
 
-def _is_protocol_error(exc: BaseException) -> bool:
+def is_protocol_error(exc: BaseException) -> bool:
     """An error answer from a live server (the session still works)."""
     from mcp import MCPError
     from mcp_types import CONNECTION_CLOSED
 
     return isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED
+
+
+def text_of(exc: BaseException) -> str:
+    return _text(exc)
 
 
 def _text(exc: BaseException) -> str:

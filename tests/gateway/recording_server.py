@@ -92,11 +92,35 @@ async def on_call_tool(ctx: ServerRequestContext[Any],
     return types.CallToolResult(content=[types.TextContent(text=text)])
 
 
+async def on_list_resources(ctx: ServerRequestContext[Any],
+                            params: types.PaginatedRequestParams | None
+                            ) -> types.ListResourcesResult:
+    return types.ListResourcesResult(resources=[types.Resource(uri="note://first",
+                                                               name="first")])
+
+
+async def on_list_templates(ctx: ServerRequestContext[Any],
+                            params: types.PaginatedRequestParams | None
+                            ) -> types.ListResourceTemplatesResult:
+    return types.ListResourceTemplatesResult(resource_templates=[types.ResourceTemplate(
+        uri_template="file:///{+path}", name="files")])
+
+
+async def on_read_resource(ctx: ServerRequestContext[Any],
+                           params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+    _record("resources:read", {"uri": str(params.uri)})
+    return types.ReadResourceResult(contents=[types.TextResourceContents(
+        uri=str(params.uri), text=f"contents of {params.uri}")])
+
+
 def input_schema(name: str) -> dict[str, Any] | None:
     return next((t.input_schema for t in TOOLS if t.name == name), None)
 
 
 server = Server("recording", on_list_tools=on_list_tools, on_call_tool=on_call_tool,
+                on_list_resources=on_list_resources,
+                on_list_resource_templates=on_list_templates,
+                on_read_resource=on_read_resource,
                 on_subscriptions_listen=ListenHandler(BUS), get_tool_input_schema=input_schema)
 
 
