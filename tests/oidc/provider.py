@@ -52,14 +52,14 @@ def _missing(message: str) -> None:
 
 
 @contextmanager
-def provider(redirects: list[str]) -> Iterator[Provider]:
+def provider(redirects: list[str], port: int = 0) -> Iterator[Provider]:
     """A running provider whose page client accepts these redirect URIs."""
     node = shutil.which("node")
     if node is None:
         _missing("node is needed for the OpenID Provider (apt-get install nodejs npm)")
     if not (HERE / "node_modules" / "oidc-provider").is_dir():
         _missing("oidc-provider is not installed: npm ci --prefix tests/oidc")
-    env = {**os.environ, "OIDC_PORT": "0", "OIDC_PAGE_REDIRECT": ",".join(redirects),
+    env = {**os.environ, "OIDC_PORT": str(port), "OIDC_PAGE_REDIRECT": ",".join(redirects),
            "OIDC_CLIENT_SECRET": PAGE_SECRET}
     proc = subprocess.Popen([str(node), str(HERE / "provider.mjs")], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

@@ -11,6 +11,9 @@ const KEY = "toolgate.key";
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
 let me = null; // GET /v1/whoami: role, projects, permissions
+// Signed in with the organisation's provider (SPEC §21, docs/auth.md): no key, the session
+// is an HttpOnly cookie the page never sees; every change carries this CSRF token.
+let csrf = null;
 
 // --- DOM, as text only ------------------------------------------------------------------
 function el(tag, attrs, ...children) {
@@ -99,13 +102,19 @@ async function api(path, options = {}) {
 }
 
 async function request(path, options) {
-  const headers = { Authorization: "Bearer " + sessionStorage.getItem(KEY) };
+  const method = options.method || "GET";
+  const key = sessionStorage.getItem(KEY);
+  const headers = key ? { Authorization: "Bearer " + key } : {};
+  if (!key && csrf && method !== "GET") headers["X-CSRF-Token"] = csrf;
   if (options.body !== undefined) headers["Content-Type"] = "application/json";
   const r = await fetch(path, {
-    method: options.method || "GET", headers,
+    method, headers, credentials: "same-origin",
     body: options.body === undefined ? undefined : JSON.stringify(options.body),
   });
-  if (r.status === 401) { signOut("The key was refused (401): sign in again."); throw new ApiError(401, null); }
+  if (r.status === 401) {
+    signOut(key ? "The key was refused (401): sign in again." : "The session has ended: sign in again.");
+    throw new ApiError(401, null);
+  }
   if (options.raw && r.ok) return r;
   const type = r.headers.get("content-type") || "";
   const body = type.includes("json") ? await r.json() : await r.text();
@@ -143,9 +152,22 @@ function signInPage(message) {
   message ? el("p", { class: "error", role: "alert" }, message) : null);
   show(form);
   input.focus();
+  // With single sign-on configured, the provider's button comes first (GET /ui/login).
+  fetch("/ui/signin.json").then((r) => r.json()).then((o) => {
+    if (!o.oidc) return;
+    form.insertBefore(el("p", {}, el("a", { href: "/ui/login", id: "oidc-signin", class: "button primary" },
+      "Sign in with your organisation")), form.children[1]);
+  }).catch(() => {});
 }
 
 function signOut(message) {
+  const person = me && me.person && !sessionStorage.getItem(KEY);
+  if (person && !message) { // ends the session here, then at the provider when it says how
+    fetch("/ui/logout", { method: "POST", credentials: "same-origin", headers: { "X-CSRF-Token": csrf || "" } })
+      .then((r) => r.json()).then((o) => { if (o.end_session_url) location.assign(o.end_session_url); })
+      .catch(() => {});
+  }
+  csrf = null;
   sessionStorage.removeItem(KEY);
   me = null;
   generation += 1; // what the last key asked for is no longer shown when it arrives
@@ -179,15 +201,22 @@ function notAllowed(reason) {
 }
 
 async function start() {
-  if (!sessionStorage.getItem(KEY)) return signInPage();
-  try {
-    me = await api("/v1/whoami");
-  } catch (err) {
-    if (err.status !== 401) signOut(err.message);
-    return;
+  if (!sessionStorage.getItem(KEY)) {
+    // A session cookie from the provider's sign-in, if any: otherwise the sign-in form.
+    const r = await fetch("/v1/whoami", { credentials: "same-origin" });
+    if (!r.ok) return signInPage();
+    me = await r.json();
+    csrf = me.csrf_token || null;
+  } else {
+    try {
+      me = await api("/v1/whoami");
+    } catch (err) {
+      if (err.status !== 401) signOut(err.message);
+      return;
+    }
   }
   document.getElementById("who").textContent =
-    `${me.principal} · ${me.role}` + (me.projects ? ` · projects: ${me.projects.join(", ")}` : "");
+    `${me.person ? (me.person.name || me.person.email || me.principal) : me.principal} · ${me.role}` + (me.projects ? ` · projects: ${me.projects.join(", ")}` : "");
   document.getElementById("signout").hidden = false;
   route();
 }
