@@ -148,9 +148,7 @@ def _paths(rule: CompiledRule, facts: _Facts, lenient: bool) -> str | None:
         return CANNOT_BE_ANALYSED if lenient else None
     root, home = call.sandbox_root, call.home
     paths = facts.paths()
-    if not lenient and not paths:
-        return None
-    first: str | None = None
+    first = ""  # classify: every path (of none, vacuously) matches
     for text, dynamic in paths:
         if dynamic:
             if not lenient:
@@ -170,7 +168,7 @@ def _paths(rule: CompiledRule, facts: _Facts, lenient: bool) -> str | None:
             if not hit:
                 return None
             first = first or resolved
-    return first
+    return None if lenient else first
 
 
 def _domains(rule: CompiledRule, facts: _Facts, lenient: bool) -> str | None:
@@ -178,8 +176,6 @@ def _domains(rule: CompiledRule, facts: _Facts, lenient: bool) -> str | None:
     if analysis is not None and analysis.unanalysable:
         return CANNOT_BE_ANALYSED if lenient else None
     hosts = facts.hosts()
-    if not lenient and not hosts:
-        return None
     patterns = rule.domains or ()
     for host in hosts:
         hit = matches_host(patterns, host, lenient=lenient)
@@ -187,7 +183,7 @@ def _domains(rule: CompiledRule, facts: _Facts, lenient: bool) -> str | None:
             return host if host != UNREADABLE else "an unreadable host"
         if not lenient and not hit:
             return None
-    return None if lenient else hosts[0]
+    return None if lenient else (hosts[0] if hosts else "")
 
 
 def _match(rule: CompiledRule, facts: _Facts) -> str | None:
@@ -217,7 +213,9 @@ def _match(rule: CompiledRule, facts: _Facts) -> str | None:
         found.append("expr" if result else "expr (error)")
     if CANNOT_BE_ANALYSED in found:
         return CANNOT_BE_ANALYSED
-    return found[0] if found else facts.call.tool_name
+    if not lenient and rule.command is not None:
+        return found[len(found) - 1 - (rule.expr is not None) - (rule.args is not None)]
+    return next((m for m in found if m), facts.call.tool_name)
 
 
 def evaluate_rules(ruleset: RuleSet, call: RuleCall) -> RuleOutcome:

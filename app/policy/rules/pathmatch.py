@@ -64,11 +64,12 @@ def path_pattern(text: str) -> PathPattern:
 
 
 def _under(path: str, base: str) -> str | None:
-    """`path` relative to `base` (both absolute and normal), or None if outside it."""
+    """`path` relative to `base` (both absolute and normal), or None if outside it;
+    `.` for the base itself."""
+    if path == base:
+        return "."
     if base == "/":
         return path[1:]
-    if path == base:
-        return ""
     if path.startswith(base + "/"):
         return path[len(base) + 1:]
     return None
@@ -127,7 +128,7 @@ def matches_path(patterns: tuple[PathPattern, ...], path: str, *, root: str | No
             regex = pattern.folded if lenient else pattern.exact
             hit = any(regex.match(c) for c in cands)
             if not hit and lenient and pattern.body.endswith(("/**", "/")):
-                hit = any(regex.match(c + "/") for c in cands if c)
+                hit = any(regex.match(c + "/") for c in cands if c != ".")
         if hit:
             decided = pattern.include
     return decided

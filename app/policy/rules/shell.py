@@ -274,7 +274,9 @@ class _Walker:
     # -- words: paths and URLs --------------------------------------------------------
     def candidates(self, w: Word) -> None:
         text = w.text
-        known = w.literal
+        # $HOME is resolved with the call's home (pathmatch.resolve); nothing else is known.
+        known = w.literal or (not (w.substituted or w.glob or w.brace)
+                              and set(w.variables) == {"HOME"})
         if not known:
             text = _with_unknowns(w)
         parts = [] if text.startswith("-") else [text]
@@ -381,10 +383,13 @@ def _has_c(options: list[Word]) -> bool:
 
 
 def _script_operand(rest: list[Word]) -> int | None:
-    """Index of a shell's first operand (the -c command or the script file), if any."""
+    """Index of a shell's first operand (the -c command or the script file), if any;
+    None when the shell reads its script from its input (no operand, or -s)."""
     i = 0
     while i < len(rest):
         t = rest[i].text
+        if t.startswith("-") and not t.startswith("--") and "s" in t and "c" not in t:
+            return None
         if t == "--":
             return i + 1 if i + 1 < len(rest) else None
         if not t.startswith(("-", "+")) or t in ("-", "+"):
@@ -451,6 +456,11 @@ def analyse(line: str) -> Analysis:
     walker = _Walker()
     try:
         walker.line(line, 0)
+        if "\\\n" in line:
+            # bash joins a backslash-newline before it reads words (`r\<newline>m` is
+            # rm); tree-sitter-bash reads it as a space. Both readings are kept: a deny
+            # rule matches either, a classify rule must match both.
+            walker.line(line.replace("\\\n", ""), 0)
     except RecursionError:
         walker.cannot(f"nested deeper than {MAX_DEPTH} levels")
     result = Analysis(tuple(walker.commands), tuple(walker.paths), tuple(walker.urls),
