@@ -106,8 +106,13 @@ export class Decision {
     if (checks !== null && !Array.isArray(checks)) {
       throw new DecisionParseError("decision.checks must be a list or null");
     }
+    const decisionId = data["decision_id"];
+    if (typeof decisionId !== "string" || !decisionId) {
+      // Every decision is recorded under its id: an answer without one is no decision.
+      throw new DecisionParseError("decision.decision_id must be a non-empty string");
+    }
     return new Decision(
-      optString(data["decision_id"], "decision_id"),
+      decisionId,
       allowed,
       deny,
       optString(data["plan_id"], "plan_id"),

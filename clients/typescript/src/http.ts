@@ -25,7 +25,10 @@ export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
 export interface ClientOptions {
   /** The key (`Authorization: Bearer ...`); default: `TOOLGATE_TOKEN` from the environment. */
   token?: string | null;
-  /** Seconds per attempt (null: none); default 2. */
+  /**
+   * Seconds per attempt (null: none); default 2. A total deadline: connecting, sending and
+   * every byte of the answer within it, or the attempt fails (and is retried).
+   */
   timeout?: number | null;
   /** Further attempts after the first, for connection errors, timeouts, 502/503/504; default 2. */
   retries?: number;
@@ -65,6 +68,49 @@ export function encodeJSON(body: unknown): string {
     if (typeof value === "bigint") throw new TypeError("a bigint cannot be sent as JSON");
     return value;
   });
+}
+
+/**
+ * The first key that appears twice in one object of `text` (valid JSON), at any depth, or
+ * null. `JSON.parse` keeps the last of two equal keys silently: `{"allowed": false, ...,
+ * "allowed": true}` would read as an allow, and a decision is never a guess.
+ */
+export function duplicateKey(text: string): string | null {
+  const objects: (Set<string> | null)[] = []; // null: an array
+  let i = 0;
+  while (i < text.length) {
+    const c = text[i];
+    if (c === '"') {
+      let j = i + 1;
+      while (text[j] !== '"') j += text[j] === "\\" ? 2 : 1;
+      const literal = text.slice(i, j + 1);
+      i = j + 1;
+      const keys = objects[objects.length - 1];
+      if (keys) {
+        let k = i;
+        while (text[k] === " " || text[k] === "\t" || text[k] === "\n" || text[k] === "\r") k++;
+        if (text[k] === ":") {
+          const key = JSON.parse(literal) as string;
+          if (keys.has(key)) return key;
+          keys.add(key);
+        }
+      }
+      continue;
+    }
+    if (c === "{") objects.push(new Set());
+    else if (c === "[") objects.push(null);
+    else if (c === "}" || c === "]") objects.pop();
+    i++;
+  }
+  return null;
+}
+
+/** JSON as RFC 8259 says it, no duplicate key at any depth; throws SyntaxError otherwise. */
+export function parseStrict(text: string): unknown {
+  const value: unknown = JSON.parse(text);
+  const twice = duplicateKey(text);
+  if (twice !== null) throw new SyntaxError(`duplicate key ${JSON.stringify(twice)}`);
+  return value;
 }
 
 function envelope(text: string): { code: string | null; message: string | null; details: Details } {
@@ -204,10 +250,10 @@ export class Transport {
     if (status >= 200 && status < 300) {
       if (status === 204 || !text) return null;
       try {
-        return JSON.parse(text);
+        return parseStrict(text);
       } catch (error) {
         throw new ToolgateUnavailableError(
-          `toolgate answered ${status} with a body that is not JSON`,
+          `toolgate answered ${status} with a body that is not strict JSON: ${describe(error)}`,
           { code: "unavailable", requestId, cause: error },
         );
       }

@@ -60,6 +60,7 @@ export {
 } from "./errors.js";
 export {
   DEFAULT_BASE_URL,
+  duplicateKey,
   MAX_BACKOFF,
   RETRY_STATUSES,
   VERSION,

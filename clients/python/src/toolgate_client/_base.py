@@ -25,7 +25,7 @@ from .errors import (
 )
 from .models import Decision, DecisionParseError
 
-__all__ = ["DEFAULT_BASE_URL", "RETRY_STATUSES", "MAX_BACKOFF"]
+__all__ = ["DEFAULT_BASE_URL", "RETRY_STATUSES", "MAX_BACKOFF", "loads_strict"]
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 #: statuses retried (with the same X-Request-ID) before giving up with ToolgateUnavailableError
@@ -45,6 +45,40 @@ def _segment(value: str, what: str) -> str:
 def _retriable_exception(exc: httpx.TransportError) -> bool:
     # Programming errors that no retry can fix.
     return not isinstance(exc, (httpx.UnsupportedProtocol, httpx.LocalProtocolError))
+
+
+class DeadlineExceeded(httpx.TimeoutException):
+    """An attempt's answer was not complete within the client's ``timeout`` (retried like any
+    timeout; after the last attempt, :class:`ToolgateUnavailableError`)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class _NotStrict(ValueError):
+    """An answer that parses as JSON only by guessing (duplicate keys, NaN): no answer."""
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            # `{"allowed": false, "allowed": true}`: which one the service meant is a guess,
+            # and a decision is never a guess.
+            raise _NotStrict(f"duplicate key {key!r}")
+        seen[key] = value
+    return seen
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotStrict(f"{name} is not JSON")
+
+
+def loads_strict(content: bytes | str) -> Any:
+    """JSON as RFC 8259 says it: no duplicate key at any level, no NaN or Infinity.
+
+    Raises ``ValueError`` (its subclass ``_NotStrict`` for what ``json`` would accept)."""
+    return _json.loads(content, object_pairs_hook=_unique, parse_constant=_no_constant)
 
 
 def _envelope(response: httpx.Response) -> tuple[str | None, str | None, dict[str, Any]]:
@@ -175,7 +209,12 @@ class _BaseClient:
             if status == 204 or not response.content:
                 return None
             try:
-                return _json.loads(response.content)
+                return loads_strict(response.content)
+            except _NotStrict as exc:
+                raise self._unavailable(
+                    f"toolgate answered {status} with a body that is not strict JSON: {exc}",
+                    request_id,
+                ) from exc
             except ValueError as exc:
                 raise self._unavailable(
                     f"toolgate answered {status} with a body that is not JSON", request_id

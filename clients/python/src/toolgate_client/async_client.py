@@ -10,10 +10,12 @@ from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import quote
 
+import anyio
 import httpx
 
 from ._base import (
     RETRY_STATUSES,
+    DeadlineExceeded,
     _BaseClient,
     _gave_up,
     _pending_approval,
@@ -84,13 +86,9 @@ class AsyncClient(_BaseClient):
         for attempt in range(self.retries + 1):
             last = attempt == self.retries
             try:
-                response = await self._http.request(
-                    method,
-                    path,
-                    content=content,
-                    headers=headers,
-                    params=params,
-                    timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
+                response = await self._attempt(
+                    method, path, content, headers, params,
+                    self.timeout if timeout is None else timeout,
                 )
             except httpx.TransportError as exc:
                 if last or not _retriable_exception(exc):
@@ -104,6 +102,30 @@ class AsyncClient(_BaseClient):
                     return self._result(response, request_id)
             await self._sleep(self._delay(attempt))
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _attempt(
+        self,
+        method: str,
+        path: str,
+        content: bytes | None,
+        headers: dict[str, str],
+        params: Mapping[str, Any] | None,
+        timeout: float | None,
+    ) -> httpx.Response:
+        """One attempt, answered in full within ``timeout`` seconds (connect, send and every
+        byte of the answer): httpx's own timeouts bound each read, not the answer."""
+        try:
+            with anyio.fail_after(timeout):
+                return await self._http.request(
+                    method,
+                    path,
+                    content=content,
+                    headers=headers,
+                    params=params,
+                    timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
+                )
+        except TimeoutError as exc:
+            raise DeadlineExceeded(f"no complete answer within {timeout} s") from exc
 
     async def authorize_tool(
         self,

@@ -15,6 +15,7 @@ Fail-closed rules, whatever happens:
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -27,6 +28,7 @@ import httpx
 from ._base import (
     DEFAULT_BASE_URL,
     RETRY_STATUSES,
+    DeadlineExceeded,
     _BaseClient,
     _gave_up,
     _pending_approval,
@@ -112,13 +114,9 @@ class Client(_BaseClient):
         for attempt in range(self.retries + 1):
             last = attempt == self.retries
             try:
-                response = self._http.request(
-                    method,
-                    path,
-                    content=content,
-                    headers=headers,
-                    params=params,
-                    timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
+                response = self._attempt(
+                    method, path, content, headers, params,
+                    self.timeout if timeout is None else timeout,
                 )
             except httpx.TransportError as exc:
                 if last or not _retriable_exception(exc):
@@ -132,6 +130,75 @@ class Client(_BaseClient):
                     return self._result(response, request_id)
             self._sleep(self._delay(attempt))
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _attempt(
+        self,
+        method: str,
+        path: str,
+        content: bytes | None,
+        headers: dict[str, str],
+        params: Mapping[str, Any] | None,
+        timeout: float | None,
+    ) -> httpx.Response:
+        """One attempt, answered in full within ``timeout`` seconds (connect, send and every
+        byte of the answer), or ``DeadlineExceeded``.
+
+        httpx's timeouts bound each read, not the answer: a service that sends a byte every
+        second would hold the caller for ever. The attempt runs in a daemon thread the caller
+        waits on for at most ``timeout``; the thread itself stops reading once the deadline
+        has passed (a body that drips) and, being a daemon, never keeps the process alive.
+        """
+        if timeout is None:
+            return self._fetch(method, path, content, headers, params, None, None)
+        deadline = time.monotonic() + timeout
+        box: list[Any] = []
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                box.append(self._fetch(method, path, content, headers, params, timeout,
+                                       deadline))
+            except BaseException as exc:  # handed to the caller, who raises it
+                box.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="toolgate-client-attempt", daemon=True).start()
+        if not done.wait(timeout):
+            raise DeadlineExceeded(f"no complete answer within {timeout} s")
+        if isinstance(box[0], BaseException):
+            raise box[0]
+        return box[0]
+
+    def _fetch(
+        self,
+        method: str,
+        path: str,
+        content: bytes | None,
+        headers: dict[str, str],
+        params: Mapping[str, Any] | None,
+        timeout: float | None,
+        deadline: float | None,
+    ) -> httpx.Response:
+        with self._http.stream(
+            method,
+            path,
+            content=content,
+            headers=headers,
+            params=params,
+            timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
+        ) as response:
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                body += chunk
+                if deadline is not None and time.monotonic() > deadline:
+                    raise DeadlineExceeded(f"no complete answer within {timeout} s")
+            return httpx.Response(
+                response.status_code,
+                headers=response.headers,
+                content=bytes(body),
+                request=response.request,
+            )
 
     # -- decisions -------------------------------------------------------------------
 

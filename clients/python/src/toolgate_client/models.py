@@ -105,8 +105,13 @@ class Decision:
         checks = data.get("checks")
         if checks is not None and not isinstance(checks, list):
             raise DecisionParseError("decision.checks must be a list or null")
+        decision_id = data.get("decision_id")
+        if not isinstance(decision_id, str) or not decision_id:
+            # Every decision is recorded under its id: an answer without one was not recorded,
+            # so it is no decision (an allow without it would be an allow nobody can audit).
+            raise DecisionParseError("decision.decision_id must be a non-empty string")
         return cls(
-            decision_id=_opt_str(data.get("decision_id"), "decision_id"),
+            decision_id=decision_id,
             allowed=allowed,
             deny=deny,
             plan_id=_opt_str(data.get("plan_id"), "plan_id"),
