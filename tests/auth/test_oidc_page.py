@@ -35,7 +35,8 @@ def idp() -> Iterator[Provider]:
 
 
 @asynccontextmanager
-async def page_app(settings: Settings) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
+async def page_app(settings: Settings
+                   ) -> AsyncIterator[tuple[httpx.AsyncClient, httpx.AsyncClient]]:
     """(a browser's client: no key, keeps cookies; an admin's client) of one app."""
     app = create_app(settings)
     async with app.router.lifespan_context(app):
@@ -214,6 +215,6 @@ async def test_provider_down_sign_in_fails_clearly_sessions_go_on(database_url):
             assert r.status_code == 503
             assert "identity provider could not be reached" in r.text
             # The session made before goes on, on another process too (the database).
-            r = await browser2.get("/v1/whoami",
-                                   cookies={"toolgate_session": browser.cookies["toolgate_session"]})
+            browser2.cookies.set("toolgate_session", browser.cookies["toolgate_session"])
+            r = await browser2.get("/v1/whoami")
             assert r.status_code == 200 and r.json()["key_id"] == "user:alice"
