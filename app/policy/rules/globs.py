@@ -4,11 +4,13 @@ Both sides become token lists: a literal character, `?` (one character but `/`; 
 class is read as `?`, which only widens), `*` (any run without `/`) and `**` or an unknown
 part (any run at all). Two lists intersect when some string matches both: a search over
 pairs of positions, each list an automaton whose stars loop on themselves.
+As in the shell, a glob at the start of a word's path component does not match a leading
+dot (`*` is not `.env`, `src/*.py` is not `src/.env.py`): a NODOT mark before it.
 """
 
 from __future__ import annotations
 
-ONE, STAR, ANY = "?", "*", "**"
+ONE, STAR, ANY, NODOT = "?", "*", "**", "nodot"
 UNKNOWN = "\x01"
 ANYWHERE = "\x02"
 
@@ -21,6 +23,8 @@ def glob_tokens(text: str) -> tuple[Token, ...]:
     i = 0
     while i < len(text):
         c = text[i]
+        if c in "*?[" and (i == 0 or text[i - 1] == "/"):
+            out.append((NODOT, ""))
         if c == UNKNOWN:
             out.append((ANY, ""))
         elif c == "*":
@@ -89,21 +93,27 @@ def intersects(word: tuple[Token, ...], alternatives: tuple[tuple[Token, ...], .
 
 
 def _intersects(a: tuple[Token, ...], b: tuple[Token, ...]) -> bool:
-    seen: set[tuple[int, int]] = set()
-    todo = [(0, 0)]
+    """`a` may hold NODOT marks (a word's); `b` none (a pattern's)."""
+    seen: set[tuple[int, int, bool]] = set()
+    todo = [(0, 0, False)]
     while todo:
-        i, j = todo.pop()
-        if (i, j) in seen:
+        state = todo.pop()
+        if state in seen:
             continue
-        seen.add((i, j))
+        seen.add(state)
+        i, j, nodot = state
         if i == len(a) and j == len(b):
             return True
+        if i < len(a) and a[i][0] == NODOT:
+            todo.append((i + 1, j, True))
+            continue
         loop_a = i < len(a) and a[i][0] in (STAR, ANY)
         loop_b = j < len(b) and b[j][0] in (STAR, ANY)
         if loop_a:
-            todo.append((i + 1, j))
+            todo.append((i + 1, j, nodot))
         if loop_b:
-            todo.append((i, j + 1))
-        if i < len(a) and j < len(b) and _classes_meet(a[i], b[j]):
-            todo.append((i if loop_a else i + 1, j if loop_b else j + 1))
+            todo.append((i, j + 1, nodot))
+        if i < len(a) and j < len(b) and _classes_meet(a[i], b[j]) \
+                and not (nodot and ("L", ".") in (a[i], b[j])):
+            todo.append((i if loop_a else i + 1, j if loop_b else j + 1, False))
     return False
