@@ -12,6 +12,11 @@ A token signed with a key id the set does not hold refetches it, at most once pe
 one request a minute. A set older than `max_age_seconds` is refetched when next used; if the
 provider does not answer, the old set is kept (tokens it signed keep being checked) and the
 failure is logged. Checking a token whose key is known awaits nothing (`verify_cached`).
+
+An MCP client sends the same access token with every call for its lifetime: a token found
+valid is remembered (at most MAX_REMEMBERED, keyed by the token and audience) until its
+`exp` (plus the leeway) or until the key set is fetched again, whichever comes first, so a
+gateway call pays the signature check once per token, not once per call (bench/auth.py).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ MAX_KEYS = 50
 MAX_BYTES = 256 * 1024
 MAX_TOKEN_BYTES = 16 * 1024
 LEEWAY_SECONDS = 30  # clock skew tolerated on exp/nbf/iat
+MAX_REMEMBERED = 10_000
 
 
 class IssuerUnavailable(Exception):
@@ -90,6 +96,9 @@ class Issuer:
         self._loaded_at = float("-inf")  # when the key set held now was fetched
         self._reads: SharedReads[Any] = SharedReads()
         self.fetches = 0  # key set fetches (tests, bench)
+        # (token, audience) -> (claims, key set generation, valid until: Unix seconds)
+        self._valid: dict[tuple[str, str], tuple[dict[str, Any], int, float]] = {}
+        self._generation = 0
 
     # --- the provider's documents -------------------------------------------------------
 
@@ -158,6 +167,8 @@ class Issuer:
                 usable.append(key)
         key_set = KeySet.import_key_set({"keys": usable})
         self._keys, self._loaded_at = key_set, self._clock()
+        self._generation += 1
+        self._valid.clear()
         self._kids = frozenset(k["kid"] for k in usable if isinstance(k.get("kid"), str))
         return key_set
 
@@ -200,6 +211,11 @@ class Issuer:
             -> dict[str, Any] | None:
         """The token's claims when its key is in the cached set; None when the set must be
         fetched first (none yet, stale, or an unknown key id). TokenRejected when invalid."""
+        if nonce is None:
+            hit = self._valid.get((token, audience))
+            if hit is not None and hit[1] == self._generation and time.time() < hit[2] \
+                    and self._clock() - self._loaded_at < self.max_age_seconds:
+                return hit[0]
         kid = self._kid(token)
         keys = self._keys
         if keys is None or (kid is not None and kid not in self._kids) \
@@ -242,4 +258,9 @@ class Issuer:
                 from None
         if not isinstance(claims.get("sub"), str) or not claims["sub"]:
             raise TokenRejected("claim 'sub' is not a string")
+        if nonce is None and isinstance(claims.get("exp"), int | float):
+            if len(self._valid) >= MAX_REMEMBERED:
+                del self._valid[next(iter(self._valid))]
+            self._valid[(token, audience)] = (claims, self._generation,
+                                              float(claims["exp"]) + LEEWAY_SECONDS)
         return claims
