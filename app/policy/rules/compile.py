@@ -11,13 +11,14 @@ from typing import Any
 from app.policy.rules.cel import Expression, compile_expression
 from app.policy.rules.domains import DomainPattern, domain_pattern
 from app.policy.rules.model import EFFECTS, MODES, RuleError
-from app.policy.rules.pathmatch import PathPattern, path_pattern
+from app.policy.rules.pathmatch import PathSet, path_pattern, path_set
 from app.policy.rules.patterns import (
     ArgCondition,
-    CommandPattern,
+    CommandSet,
     NamePattern,
     arg_condition,
     command_pattern,
+    command_set,
     name_pattern,
 )
 
@@ -42,8 +43,8 @@ class CompiledRule:
     capability: dict[str, Any] | None
     body: dict[str, Any]  # normalised: every field present, `when` with the given keys
     tools: tuple[NamePattern, ...]
-    command: tuple[CommandPattern, ...] | None
-    paths: tuple[PathPattern, ...] | None
+    command: CommandSet | None
+    paths: PathSet | None
     domains: tuple[DomainPattern, ...] | None
     args: tuple[ArgCondition, ...] | None
     expr: Expression | None
@@ -148,9 +149,10 @@ def compile_rule(rule_id: str, body: Any, *, version: int = 1) -> CompiledRule:
             raise RuleError(f"when.{key}", "unknown field")
     command = paths = domains = args = expr = None
     if "command" in when:
-        command = _strings(when["command"], "when.command", compile_one=command_pattern)
+        command = command_set(
+            _strings(when["command"], "when.command", compile_one=command_pattern))
     if "paths" in when:
-        paths = _strings(when["paths"], "when.paths", compile_one=path_pattern)
+        paths = path_set(_strings(when["paths"], "when.paths", compile_one=path_pattern))
     if "domains" in when:
         domains = _strings(when["domains"], "when.domains", compile_one=domain_pattern)
     if "args" in when:

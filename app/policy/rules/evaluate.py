@@ -22,7 +22,7 @@ from app.policy.rules.model import (
     RuleMatch,
     RuleOutcome,
 )
-from app.policy.rules.pathmatch import glob_may_match, matches_path, resolve
+from app.policy.rules.pathmatch import glob_may_match, matches_path, may_match, resolve
 from app.policy.rules.shell import Analysis, analyse
 
 MAX_CACHED_TOOLS = 4096
@@ -74,6 +74,8 @@ class _Facts:
         self.call = call
         self._analysis: Analysis | None | bool = False
         self._hosts: list[str] | None = None
+        self._paths: list[tuple[str, bool]] | None = None
+        self._resolved: list[str | None] | None = None
         self._cel: dict[str, Any] | None = None
 
     @property
@@ -90,12 +92,23 @@ class _Facts:
 
     def paths(self) -> list[tuple[str, bool]]:
         """(text, dynamic) of every path of the call."""
+        if self._paths is not None:
+            return self._paths
         out = [(v, False) for name in self.call.path_args
                for v in _values(self.call.args.get(name))]
         analysis = self.analysis
         if analysis is not None:
             out.extend(analysis.paths)
+        self._paths = out
         return out
+
+    def resolved(self) -> list[str | None]:
+        """Each path resolved against the root and home (None: cannot be told)."""
+        if self._resolved is None:
+            call = self.call
+            self._resolved = [None if dynamic else resolve(text, call.sandbox_root, call.home)
+                              for text, dynamic in self.paths()]
+        return self._resolved
 
     def hosts(self) -> list[str]:
         if self._hosts is None:
@@ -125,10 +138,11 @@ def _command(rule: CompiledRule, facts: _Facts, lenient: bool) -> str | None:
         return None
     if analysis.unanalysable:
         return CANNOT_BE_ANALYSED if lenient else None
-    patterns = rule.command or ()
+    patterns = rule.command
+    assert patterns is not None
     if lenient:
         for cmd in analysis.commands:
-            if any(p.matches(cmd.words) for p in patterns):
+            if patterns.matches(cmd.words):
                 return " ".join(cmd.words)
         return None
     if analysis.opaque or (analysis.writes and not (rule.capability or {}).get("writes")):
@@ -136,32 +150,34 @@ def _command(rule: CompiledRule, facts: _Facts, lenient: bool) -> str | None:
     units = [c for c in analysis.commands if not c.transparent]
     if not units or any(c.tentative for c in units):
         return None
-    if all(any(p.matches(c.words) for p in patterns) for c in units):
+    if all(patterns.matches(c.words) for c in units):
         return str(facts.call.args.get(facts.call.shell_arg or "", "")).strip()
     return None
 
 
 def _paths(rule: CompiledRule, facts: _Facts, lenient: bool) -> str | None:
-    call, patterns = facts.call, rule.paths or ()
+    call, pathset = facts.call, rule.paths
+    assert pathset is not None
+    patterns = pathset.patterns
     analysis = facts.analysis
     if analysis is not None and analysis.unanalysable:
         return CANNOT_BE_ANALYSED if lenient else None
     root, home = call.sandbox_root, call.home
     paths = facts.paths()
     first = ""  # classify: every path (of none, vacuously) matches
-    for text, dynamic in paths:
+    for (text, dynamic), resolved in zip(paths, facts.resolved(), strict=True):
         if dynamic:
             if not lenient:
                 return None
             if glob_may_match(patterns, text, root=root, home=home):
                 return text.replace("\x01", "?")
             continue
-        resolved = resolve(text, root, home)
         if resolved is None:
             if lenient:
                 return text
             return None
-        hit = matches_path(patterns, resolved, root=root, home=home, lenient=lenient)
+        hit = may_match(pathset, resolved, root, home, lenient) and matches_path(
+            patterns, resolved, root=root, home=home, lenient=lenient)
         if lenient and hit:
             return resolved
         if not lenient:

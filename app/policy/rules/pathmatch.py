@@ -194,6 +194,38 @@ def _pattern_prefixes(pattern: PathPattern, root: str | None,
     return ["\x02"]  # anywhere
 
 
+@dataclass(frozen=True, slots=True)
+class PathSet:
+    """A rule's path patterns, with one regex of them all: a path none of whose readings
+    (under the root, under home, absolute) it matches is decided at once."""
+
+    patterns: tuple[PathPattern, ...]
+    any_of: re.Pattern[str]
+    bases: frozenset[str]
+
+
+def path_set(patterns: tuple[PathPattern, ...]) -> PathSet:
+    alternatives = "|".join(p.folded.pattern.replace("(?P<ps_d>", "(?:") for p in patterns)
+    return PathSet(patterns, re.compile(f"(?:{alternatives})", re.IGNORECASE),
+                   frozenset(p.base for p in patterns))
+
+
+def may_match(paths: PathSet, path: str, root: str | None, home: str | None,
+              lenient: bool) -> bool:
+    """False when no pattern can match `path` (the common case, decided by one regex)."""
+    if lenient and ((not home and "home" in paths.bases)
+                    or (not root and "root" in paths.bases)):
+        return True
+    readings = [path[1:]]
+    for base in (root, home):
+        if base:
+            rel = _under(path, posixpath.normpath(base))
+            if rel is not None:
+                readings.append(rel)
+    search = paths.any_of.match
+    return any(search(r) or (lenient and search(r + "/")) for r in readings)
+
+
 @lru_cache(maxsize=256)
 def compiled(patterns: tuple[str, ...]) -> tuple[PathPattern, ...]:
     return tuple(path_pattern(p) for p in patterns)

@@ -53,6 +53,30 @@ class CommandPattern:
         return _match(self.items, 0, words, 0)
 
 
+@dataclass(frozen=True, slots=True)
+class CommandSet:
+    """A rule's command patterns, indexed by their first word (most patterns have one)."""
+
+    patterns: tuple[CommandPattern, ...]
+    by_name: dict[str, tuple[CommandPattern, ...]]
+    wild: tuple[CommandPattern, ...]  # patterns whose first word is not literal
+
+    def matches(self, words: tuple[str, ...]) -> bool:
+        named = self.by_name.get(words[0], ()) if words else ()
+        return any(p.matches(words) for p in named) or any(p.matches(words) for p in self.wild)
+
+
+def command_set(patterns: tuple[CommandPattern, ...]) -> CommandSet:
+    by_name: dict[str, list[CommandPattern]] = {}
+    wild: list[CommandPattern] = []
+    for p in patterns:
+        if isinstance(p.items[0], str):
+            by_name.setdefault(p.items[0], []).append(p)
+        else:
+            wild.append(p)
+    return CommandSet(patterns, {k: tuple(v) for k, v in by_name.items()}, tuple(wild))
+
+
 def command_pattern(text: str) -> CommandPattern:
     """Compile a command pattern; ValueError for one with no words."""
     words = text.split()
