@@ -61,12 +61,13 @@ def _translate(entry: str) -> tuple[list[str], dict[str, Any]]:
 
 
 def import_claude_code(settings: Any, *, project: str | None = None
-                       ) -> tuple[list[tuple[str, dict[str, Any]]], list[dict[str, str]]]:
-    """(rules as (rule_id, body), unmappable entries as {"list", "entry", "reason"}).
+                       ) -> tuple[dict[str, dict[str, Any]], list[dict[str, str]]]:
+    """(rules as {rule_id: body} in the file's order, unmappable entries as
+    {"list", "entry", "reason"}).
 
     Rule ids are `claude-code-<list>-NNN` in the order of the settings' lists, so a rule
     set's order (by rule_id) follows the file's order within each list."""
-    rules: list[tuple[str, dict[str, Any]]] = []
+    rules: dict[str, dict[str, Any]] = {}
     skipped: list[dict[str, str]] = []
     permissions = settings.get("permissions") if isinstance(settings, dict) else None
     if not isinstance(permissions, dict):
@@ -99,5 +100,5 @@ def import_claude_code(settings: Any, *, project: str | None = None
                 skipped.append({"list": key, "entry": entry,
                                 "reason": f"{e.field}: {e.message}"})
                 continue
-            rules.append((rule_id, body))
+            rules[rule_id] = body
     return rules, skipped

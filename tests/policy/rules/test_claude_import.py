@@ -15,7 +15,7 @@ SETTINGS = {"permissions": {
 
 def test_each_list_maps_to_its_effect() -> None:
     rules, skipped = import_claude_code(SETTINGS, project="web")
-    by_id = dict(rules)
+    by_id = rules
     assert by_id["claude-code-allow-001"] == {
         "project": "web", "tools": ["Bash"], "effect": "classify",
         "when": {"command": ["npm run test:*"]},
@@ -34,7 +34,7 @@ def test_each_list_maps_to_its_effect() -> None:
 
 def test_imported_rules_decide_as_claude_code_would() -> None:
     rules, _ = import_claude_code(SETTINGS)
-    ruleset = build_ruleset(compile_rule(i, b) for i, b in rules)
+    ruleset = build_ruleset(compile_rule(i, b) for i, b in rules.items())
 
     def bash(line: str):
         return evaluate_rules(ruleset, RuleCall("Bash", {"command": line}, shell_arg="command",
@@ -48,5 +48,5 @@ def test_imported_rules_decide_as_claude_code_would() -> None:
 
 
 def test_settings_without_permissions() -> None:
-    assert import_claude_code({})[0] == []
+    assert import_claude_code({})[0] == {}
     assert import_claude_code([])[1][0]["list"] == "permissions"
