@@ -64,7 +64,8 @@ class HookPath:
                 raw, plan_id=_one(query, "plan_id", event), action=_one(query, "action", event),
                 principal=principal, caller=Caller(request_id=scope.get(SCOPE_KEY),
                                                    key_id=principal.key_id),
-                page=_page(scope), gateways=frozenset(query.get("gateway", ())))
+                page=_page(scope), gateways=frozenset(query.get("gateway", ())),
+                agent=_one(query, "agent", event), roots=query.get("root", []))
         except Exception as exc:  # every failure is a deny (app/hooks/routes.py)
             answer = refused(exc, event)
         body = orjson.dumps(answer)

@@ -146,20 +146,37 @@ def parse(body: Any) -> HookCall:
                     failure=failure)
 
 
-def authorize_body(call: HookCall, plan_id: str) -> dict[str, Any]:
+def authorize_body(call: HookCall, plan_id: str, *, agent: str = "claude-code",
+                   root: str | None = None) -> dict[str, Any]:
     """The authorize request (SPEC §4) for a PreToolUse: the plan, the tool's arguments as
-    Claude Code sent them, the session's cwd as the sandbox root (no sandbox_id: Claude
-    Code's own sandbox is not toolgate's to assert). What the tool does comes from the
-    registry (examples/claude-code.yaml); the metadata ties the decision to the call."""
+    the agent sent them, the sandbox root (the session's cwd, or another root the operator
+    named, `choose_root`; no sandbox_id: the agent's own sandbox is not toolgate's to
+    assert). What the tool does comes from the registry (examples/claude-code.yaml); the
+    metadata ties the decision to the call and names the agent."""
     return {
         "plan_id": plan_id,
         "tool": {"name": call.tool, "args": call.args},
         "context": {
-            "sandbox_root": call.cwd,
-            "metadata": {"hook": "claude-code", "session_id": call.session_id,
+            "sandbox_root": root or call.cwd,
+            "metadata": {"hook": agent, "session_id": call.session_id,
                          "tool_use_id": call.tool_use_id, "agent_tool": call.agent_tool},
         },
     }
+
+
+def choose_root(call: HookCall, path_args: tuple[str, ...], roots: tuple[str, ...],
+                escapes: Any) -> str:
+    """The sandbox root a call is decided under: the session's cwd, unless every path
+    argument of the call stays inside one of the other roots the operator named on the
+    hook (`--root`, Gemini CLI's --include-directories) and not inside cwd. Only the
+    operator's roots can be chosen, and the core still checks the paths against the one
+    chosen (`escapes(args, path_args, root)`: app/policy/paths.find_escape)."""
+    if not roots or not path_args or escapes(call.args, path_args, call.cwd) is None:
+        return call.cwd
+    for root in roots:
+        if escapes(call.args, path_args, root) is None:
+            return root
+    return call.cwd
 
 
 def reason(deny: dict[str, Any], decision_id: str) -> str:
@@ -170,6 +187,18 @@ def reason(deny: dict[str, Any], decision_id: str) -> str:
 def pre_answer(decision: str, why: str) -> dict[str, Any]:
     return {"hookSpecificOutput": {"hookEventName": PRE, "permissionDecision": decision,
                                    "permissionDecisionReason": why}}
+
+
+def command_output(verdict: Any) -> dict[str, Any] | None:
+    """What `toolgate hook claude-code` prints for a verdict (app/hooks/command.py): the
+    answer rebuilt from the verdict alone, never the service's text passed on (no field of
+    it but the decision and its reason reaches Claude Code). A block prints nothing: Claude
+    Code shows exit code 2's stderr to the model."""
+    if verdict.outcome in ("allow", "ask"):
+        return pre_answer(verdict.outcome, verdict.reason)
+    if verdict.outcome == "done":
+        return {}
+    return None
 
 
 def refusal(code: str, message: str, event: str | None) -> dict[str, Any]:

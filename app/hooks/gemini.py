@@ -1,15 +1,17 @@
-"""Gemini CLI's BeforeTool/AfterTool command hooks (SPEC §15), on Claude Code's protocol.
+"""Gemini CLI's BeforeTool/AfterTool command hooks (SPEC §15, §20), on the route's protocol.
 
-Gemini CLI's hook input (geminicli.com/docs/hooks/reference): `session_id`,
+Gemini CLI's hook input (its packages/core/src/hooks, 0.61): `session_id`,
 `transcript_path`, `cwd`, `hook_event_name` (`BeforeTool`, `AfterTool`), `timestamp`,
-`tool_name`, `tool_input`, `mcp_context` (MCP tools: `server_name`, `tool_name`), and after
-the call `tool_response` (`llmContent`, `returnDisplay`, `error`). Its output: `{"decision":
-"deny", "reason"}` (or exit code 2 with the reason on stderr) blocks the call.
+`tool_name`, `tool_input`, `mcp_context` (MCP tools: `server_name`, `tool_name`, the
+server's command or URL), `original_request_name`, and after the call `tool_response`
+(`llmContent`, `returnDisplay`, `error`). Its output: `{"decision": "deny", "reason"}` (or
+exit code 2 with the reason on stderr) blocks the call; `"ask"` makes Gemini CLI ask its
+user even in yolo mode; a hook that fails otherwise, or times out, lets the call run.
 
-`to_claude` turns such a body into the Claude Code hook body toolgate's route answers, so
-both agents are decided on one mapping: Gemini CLI's built-in tools become the Claude Code
-tools of examples/claude-code.yaml that do the same (`write_file` is `Write`), and its MCP
-tools (`mcp_S_T`) become `mcp__S__T`, decided as `S.T`. Gemini CLI sends no call id: the
+`to_claude` turns such a body into the Claude Code hook body the route answers. Gemini
+CLI's built-in tools keep their own names (`write_file`, `run_shell_command`), registered
+by examples/gemini-cli.yaml with their own path arguments; its MCP tools (`mcp_S_T`)
+become `mcp__S__T`, decided as `S.T` like Claude Code's. Gemini CLI sends no call id: the
 call's own digest (session, tool, arguments) ties an AfterTool to its BeforeTool.
 """
 
@@ -20,32 +22,35 @@ from typing import Any
 
 import orjson
 
+from app.hooks.command import Verdict
+
 BEFORE = "BeforeTool"
 AFTER = "AfterTool"
-
-# Gemini CLI's built-in tools and the Claude Code tool that does the same. Their path
-# arguments have the same names (`file_path`), so the mapping's path_args apply as they are.
-TOOLS = {
-    "read_file": "Read", "read_many_files": "Read", "write_file": "Write",
-    "replace": "Edit", "glob": "Glob", "search_file_content": "Grep",
-    "grep_search": "Grep", "list_directory": "LS", "run_shell_command": "Bash",
-    "web_fetch": "WebFetch", "google_web_search": "WebSearch",
-}
+MCP_PREFIX = "mcp_"  # Gemini CLI's MCP_TOOL_PREFIX
+# Gemini CLI's TOOL_LEGACY_ALIASES: an old name it still accepts, decided as the new one.
+ALIASES = {"search_file_content": "grep_search"}
 
 
 def claude_tool(body: dict[str, Any]) -> Any:
+    """The name the route decides on. Only a tool that Gemini CLI itself names `mcp_...`
+    is an MCP tool: `mcp_context` says where its server name ends (a server `my_fs` makes
+    `mcp_my_fs_write`), never that a built-in tool is an MCP server's, so no body field
+    can make `run_shell_command` a call of toolgate's MCP gateway (SPEC §20)."""
     name = body.get("tool_name")
     if not isinstance(name, str):
         return name  # left for the route to refuse, naming the field
+    if not name.startswith(MCP_PREFIX):
+        return ALIASES.get(name, name)
+    rest = name[len(MCP_PREFIX):]
     mcp = body.get("mcp_context")
-    if isinstance(mcp, dict) and isinstance(mcp.get("server_name"), str) \
-            and isinstance(mcp.get("tool_name"), str):
-        return f"mcp__{mcp['server_name']}__{mcp['tool_name']}"
-    if name.startswith("mcp_"):
-        server, sep, tool = name[4:].partition("_")
-        if sep and server and tool:
-            return f"mcp__{server}__{tool}"
-    return TOOLS.get(name, name)
+    server = mcp.get("server_name") if isinstance(mcp, dict) else None
+    if isinstance(server, str) and server and rest.startswith(server + "_") \
+            and len(rest) > len(server) + 1:
+        return f"mcp__{server}__{rest[len(server) + 1:]}"
+    server, sep, tool = rest.partition("_")  # Gemini CLI's parseMcpToolName
+    if sep and server and tool:
+        return f"mcp__{server}__{tool}"
+    return name  # `mcp_x`: no server in it; decided (and refused) under its own name
 
 
 def call_id(body: dict[str, Any]) -> str:
@@ -84,13 +89,11 @@ def to_claude(body: Any) -> Any:
     return out
 
 
-def from_claude(answer: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """(Gemini CLI's output, the reason when the call is blocked)."""
-    specific = answer.get("hookSpecificOutput") or {}
-    decision = specific.get("permissionDecision")
-    why = specific.get("permissionDecisionReason") or answer.get("reason")
-    if decision == "deny" or (decision is None and answer.get("decision") == "block"):
-        return {"decision": "deny", "reason": why}, why or "denied by toolgate"
-    if decision in ("allow", "ask"):
-        return {"decision": decision, "reason": why}, None
-    return {}, None
+def command_output(verdict: Verdict) -> dict[str, Any] | None:
+    """What `toolgate hook gemini-cli` prints: Gemini CLI reads stdout's JSON first, on
+    exit code 2 too, so a block prints a deny (never nothing an allow could be read from)."""
+    if verdict.outcome in ("allow", "ask"):
+        return {"decision": verdict.outcome, "reason": verdict.reason}
+    if verdict.outcome == "done":
+        return {}
+    return {"decision": "deny", "reason": verdict.reason}

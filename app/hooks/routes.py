@@ -61,6 +61,13 @@ async def claude_code_hook(
     gateway: Annotated[list[str] | None, Query(
         description="MCP servers (as Claude Code names them) that are toolgate MCP "
                     "gateways: their calls are decided by the gateway, not here")] = None,
+    agent: Annotated[str | None, Query(
+        description="The agent whose hook this is (`claude-code`, the default, "
+                    "`gemini-cli`, ...): `detail.agent` of each decision")] = None,
+    root: Annotated[list[str] | None, Query(
+        description="Other absolute directories the agent may write in besides the "
+                    "session's cwd (a call whose paths all lie in one is decided under "
+                    "it)")] = None,
 ) -> Response:
     """`PreToolUse`: one decision (the same as `POST /v1/authorize-tool`), answered in
     Claude Code's format: `permissionDecision` `allow`, `deny` (reason `<ErrorClass>
@@ -72,5 +79,6 @@ async def claude_code_hook(
     page = str(request.base_url).rstrip("/")
     answer = await hooks.answer(await request.body(), plan_id=plan_id, action=action,
                                 principal=principal, caller=caller, page=page,
-                                gateways=frozenset(gateway or ()))
+                                gateways=frozenset(gateway or ()), agent=agent,
+                                roots=root or [])
     return _json(answer)

@@ -24,6 +24,7 @@ from app.edge.errors import InvalidInput, ToolgateError
 from app.edge.handlers import validation_details
 from app.edge.jsonkeys import refuse_duplicates
 from app.hooks import claude
+from app.hooks.agents import DEFAULT, NAMES
 from app.hooks.claude import PRE, HookCall, Undecidable
 from app.hooks.repository import decision_for
 from app.kit.caller import Caller
@@ -35,11 +36,38 @@ from app.ledger.service import Ledger
 from app.log.audit import record_decisions
 from app.plans.schemas import PlanIn
 from app.plans.use import plan_use
+from app.policy.paths import PathEscape, check_root, find_escape
 from app.policy.tool import MissingCapability
 from app.store.engine import WRITE_OPTION, read_only
 
 log = logging.getLogger("toolgate")
 _NAME = re.compile(NAME_PATTERN)
+MAX_ROOTS = 32
+
+
+def _escapes(args: dict[str, Any], path_args: tuple[str, ...], root: str) -> Any:
+    return find_escape(args, path_args, root=root, variables={})
+
+
+def hook_setup(raw: bytes, agent: str | None, roots: list[str]) -> tuple[str, tuple[str, ...]]:
+    """The hook URL's `?agent=` (default claude-code) and `?root=` values, checked: the
+    agent one toolgate knows (app/hooks/agents.py), each root an absolute directory path
+    the sandbox check can use."""
+    agent = DEFAULT if agent is None else agent
+    if agent not in NAMES:
+        raise Undecidable(f"agent '{agent[:100]}' is not one toolgate knows "
+                          f"({', '.join(sorted(NAMES))})", code="invalid_hook_url",
+                          event=peek_event(raw))
+    if len(roots) > MAX_ROOTS:
+        raise Undecidable(f"the hook URL names more than {MAX_ROOTS} roots",
+                          code="invalid_hook_url", event=peek_event(raw))
+    for root in roots:
+        try:
+            check_root(root)
+        except PathEscape as exc:
+            raise Undecidable(f"root '{root[:200]}': {exc}", code="invalid_hook_url",
+                              event=peek_event(raw)) from None
+    return agent, tuple(roots)
 
 
 class Hooks:
@@ -58,9 +86,11 @@ class Hooks:
 
     async def answer(self, raw: bytes, *, plan_id: str | None, action: str | None,
                      principal: Principal, caller: Caller, page: str,
-                     gateways: frozenset[str] = frozenset()) -> dict[str, Any]:
+                     gateways: frozenset[str] = frozenset(), agent: str | None = None,
+                     roots: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
         """The hook's answer to one body. Raises Undecidable or a ToolgateError for a call
         it cannot decide on (the route answers those with a deny, app/hooks/routes.py)."""
+        agent, roots = hook_setup(raw, agent, list(roots))
         if (plan_id is None) == (action is None):
             raise Undecidable("the hook URL needs exactly one of ?plan_id= or ?action=",
                               code="invalid_hook_url", event=peek_event(raw))
@@ -91,7 +121,7 @@ class Hooks:
             if action is not None:
                 await self._session_plan(plan, action, principal=principal, caller=caller)
             return await self._decide(call, plan, principal=principal, caller=caller,
-                                      page=page)
+                                      page=page, agent=agent, roots=roots)
         return await self._outcome(call, plan, principal=principal, caller=caller)
 
     async def _session_plan(self, plan_id: str, action: str, *, principal: Principal,
@@ -111,9 +141,17 @@ class Hooks:
                            allow_inline_profiles=self.allow_inline_profiles)
 
     async def _decide(self, call: HookCall, plan_id: str, *, principal: Principal,
-                      caller: Caller, page: str) -> dict[str, Any]:
+                      caller: Caller, page: str, agent: str,
+                      roots: tuple[str, ...]) -> dict[str, Any]:
+        root = None
+        if roots:  # the registry's path_args say which arguments are paths (a stale
+            # entry can only choose among the operator's roots; the core checks the paths)
+            registered = self.pipeline.authorizer.registry.get(call.tool)
+            root = claude.choose_root(call, registered.path_args if registered else (),
+                                      roots, _escapes)
         try:
-            request = decode_authorize(claude.authorize_body(call, plan_id))
+            request = decode_authorize(claude.authorize_body(call, plan_id, agent=agent,
+                                                             root=root))
         except ValidationError as invalid:
             fields = ", ".join(f"{d['field']} ({d['message']})"
                                for d in validation_details(invalid.errors()))
@@ -129,6 +167,7 @@ class Hooks:
                               f"register it){claude.gateway_hint(call.agent_tool)}",
                               code="unregistered_tool", event=PRE) from None
         response = decided.answer
+        decided.record["detail"]["agent"] = agent  # SPEC §20: each agent named
         await record_decisions(self.decision_log, [decided.record])
         decision_id = response["decision_id"]
         deny = response["deny"]

@@ -11,17 +11,19 @@ from app.policyfile.document import State, load_policy, make_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 MAPPING = ROOT / "examples" / "claude-code.yaml"
+GEMINI_MAPPING = ROOT / "examples" / "gemini-cli.yaml"
 
 
-def mapping_changes() -> list[tuple[str, str, dict[str, Any] | None]]:
-    """examples/claude-code.yaml as `toolgate apply` sends it to an empty service."""
-    policy = load_policy(MAPPING.read_text(), str(MAPPING))
+def mapping_changes(mapping: Path = MAPPING) -> list[tuple[str, str, dict[str, Any] | None]]:
+    """examples/claude-code.yaml (or another agent's) as `toolgate apply` sends it to an
+    empty service."""
+    policy = load_policy(mapping.read_text(), str(mapping))
     plan = make_plan(policy, State(sections={}))
     return [(c.method, c.path, c.body) for c in plan.changes]
 
 
-async def apply_mapping(client: httpx.AsyncClient) -> None:
-    for method, path, body in mapping_changes():
+async def apply_mapping(client: httpx.AsyncClient, mapping: Path = MAPPING) -> None:
+    for method, path, body in mapping_changes(mapping):
         r = await client.request(method, path, json=body)
         assert r.status_code in (200, 201), (path, r.text)
 

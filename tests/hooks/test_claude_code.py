@@ -18,6 +18,7 @@ import pytest
 
 from app.hooks.claude import session_plan_id
 from tests.hooks.claude_cli import command_hooks, fresh, http_hooks, require_claude, run_claude
+from tests.hooks.fake_service import FakeService
 from tests.hooks.messages_api import MessagesAPI, Script
 from tests.serving import TOOLGATE, free_port, serve, stop
 
@@ -41,10 +42,10 @@ def toolgate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
     try:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}
         env.update(TOOLGATE_URL=url, TOOLGATE_TOKEN=ADMIN)
-        applied = subprocess.run([TOOLGATE, "apply", "-f", "examples/claude-code.yaml"],
-                                 cwd=ROOT, env=env, capture_output=True, text=True,
-                                 timeout=120)
-        assert applied.returncode == 0, applied.stdout + applied.stderr
+        for mapping in ("examples/claude-code.yaml", "examples/gemini-cli.yaml"):
+            applied = subprocess.run([TOOLGATE, "apply", "-f", mapping], cwd=ROOT, env=env,
+                                     capture_output=True, text=True, timeout=120)
+            assert applied.returncode == 0, applied.stdout + applied.stderr
         with admin(url) as c:
             r = c.post("/v1/keys", json={"name": "claude-code", "role": "agent",
                                          "projects": ["agents"]})
@@ -130,6 +131,25 @@ def test_a_write_outside_cwd_is_denied_sandbox_path_escape(toolgate, model, proj
     assert "ToolSandboxEscapeError (sandbox_path_escape)" in str(tool_result["content"])
     [decision] = decisions(toolgate["url"], result["session_id"])
     assert decision["code"] == "sandbox_path_escape"
+
+
+def test_a_hung_toolgate_blocks_the_call_before_claude_codes_hook_timeout(
+        model, project):
+    """A service that takes the connection and never answers (issue 42 item 1: the hook
+    exited 2 only after 32 s, past the documented 30 s timeout, so Claude Code took it as
+    a non-blocking error). Under the documented command settings the hook's own deadline
+    (10 s, the default) ends it with exit 2 first: the model reads the hook's reason, not
+    Claude Code's timeout, and the tool does not run."""
+    target = project / "hung.txt"
+    script = Script("Write", {"file_path": str(target), "content": "x"}, "toolu_hung")
+    with FakeService() as hung:
+        settings = command_hooks(TOOLGATE, f"{hung.url}/hang", "--action", "coding")
+        result = one_run(model, "HUNG", script, project, settings, "tg_any")
+    assert not target.exists()
+    assert [d["tool_name"] for d in result["permission_denials"]] == ["Write"]
+    [tool_result] = script.results
+    assert tool_result["is_error"] is True
+    assert "within the hook's deadline of 10 s" in str(tool_result["content"]), tool_result
 
 
 @pytest.mark.parametrize("form", ["http", "command"])

@@ -39,3 +39,25 @@ def test_the_suites_settings_are_the_documented_ones() -> None:
     assert command == tested
     # No allow rules of Claude Code's own: toolgate's allow is the only permission.
     assert http["permissions"]["allow"] == command["permissions"]["allow"] == []
+
+
+
+def deadline_default() -> float:
+    """`toolgate hook`'s --deadline when none is given (seconds)."""
+    import typer
+
+    from app.cli.hook import hook
+
+    command = typer.main.get_command(hook).commands["claude-code"]  # type: ignore[attr-defined]
+    [option] = [p for p in command.params if p.name == "deadline"]
+    return float(option.default)
+
+
+def test_the_documented_timeouts_are_above_the_hooks_deadline() -> None:
+    """The command hook ends itself (exit 2, blocked) before Claude Code's own timeout,
+    which Claude Code would take as a non-blocking error (SPEC §20)."""
+    deadline = deadline_default()
+    assert deadline == 10
+    timeouts = [hook["timeout"] for doc in _pasted() for event in doc["hooks"].values()
+                for entry in event for hook in entry["hooks"]]
+    assert timeouts and all(t > deadline for t in timeouts)  # Claude Code: seconds
