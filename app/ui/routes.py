@@ -92,7 +92,7 @@ async def whoami(request: Request, principal: PrincipalDep,
     which the page sends with every change."""
     out = {"key_id": principal.key_id, "role": principal.role.value,
            "principal": principal.principal_name or principal.key_id,
-           "projects": principal.project_list(), "permissions": permissions, "person": None}
+           "projects": principal.project_list(), "permissions": permissions}
     signed_in = getattr(request.state, "person", None)
     if signed_in is not None:
         out["person"] = {"sub": signed_in.sub, "email": signed_in.email,

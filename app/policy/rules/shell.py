@@ -89,6 +89,10 @@ class _Walker:
         if len(text) > MAX_LINE_CHARS:
             self.cannot("too long")
             return
+        if "\x00" in text:
+            # The shell never sees past a NUL (a C string); what runs is not what is read.
+            self.cannot("holds a NUL character")
+            return
         tree = _parser().parse(text.encode("utf-8", "surrogatepass"))
         if tree.root_node.has_error:
             self.cannot("does not parse")
