@@ -51,6 +51,7 @@ from app.ops.routes import TOKEN_ERRORS
 from app.ops.routes import router as ops_router
 from app.ops.service import Metrics
 from app.plans import repository as plan_repo
+from app.pins.routes import router as pins_router
 from app.plans.routes import router as plans_router
 from app.plans.service import PlanCache
 from app.profiles.routes import router as config_router
@@ -205,7 +206,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                    registry_router, safety_test_router, decisions_router,
                    test_router, keys_router, approvals_router, webhooks_router,
                    ledger_router, replay_router, whoami_router,
-                   page_reads_router, hooks_router, checkpoints_router):
+                   page_reads_router, hooks_router, checkpoints_router,
+                   pins_router):
         openapi.document_inputs(router)
         app.include_router(router, dependencies=[Depends(authorize)], responses=keyed)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)

@@ -5,6 +5,7 @@ from app.approvals import tables as approval_tables  # noqa: F401
 from app.auth import tables as auth_tables  # noqa: F401
 from app.ledger import tables as ledger_tables  # noqa: F401
 from app.log import tables as decision_tables  # noqa: F401
+from app.pins import tables as pin_tables  # noqa: F401
 from app.plans import tables as plan_tables  # noqa: F401
 from app.profiles import tables as profile_tables  # noqa: F401
 from app.registry import tables as registry_tables  # noqa: F401

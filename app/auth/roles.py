@@ -85,6 +85,12 @@ PERMISSIONS: dict[str, Rule] = {
                    note="decisions of the key's projects only (SPEC §12); changes nothing"),
     "whoami": Rule(ALL_ROLES, note="the key's own role, projects and permissions "
                                    "(the operators' page reads it)"),
+    "pins.read": Rule(_roles(Role.AGENT, Role.APPROVER, Role.AUDITOR),
+                      note="the gateway's tool pins (SPEC §19): global"),
+    "pins.write": Rule(_roles(), note="pin, accept or forget a tool definition, audited"),
+    "pins.report": Rule(_roles(Role.AGENT),
+                        note="a gateway reports the definition it sees; under first_use the "
+                             "first one is pinned; a refused call is recorded"),
     "principals.read": Rule(_roles(Role.APPROVER, Role.AUDITOR),
                             note="the name, principal and role behind key ids "
                                  "(the operators' page shows who asked and who decided)"),
@@ -179,6 +185,12 @@ ROUTES: dict[tuple[str, str], str] = {
     ("GET", "/v1/plans/{plan_id}/creator"): "plans.read",
     ("GET", "/v1/approval-stats"): "approvals.read",
     ("GET", "/v1/outcomes"): "decisions.read",
+    # The gateway's tool pins (app/pins, SPEC §19).
+    ("GET", "/v1/gateway/pins"): "pins.read",
+    ("GET", "/v1/gateway/pins/{server}/{tool}"): "pins.read",
+    ("PUT", "/v1/gateway/pins/{server}/{tool}"): "pins.write",
+    ("DELETE", "/v1/gateway/pins/{server}/{tool}"): "pins.write",
+    ("POST", "/v1/gateway/pins/{server}/{tool}/seen"): "pins.report",
 }
 
 # Unmapped routes: admins only (fail closed, still behind a key).
