@@ -143,7 +143,10 @@ async function decisionDetail(id) {
       el("div", { class: "panel" }, el("h2", {}, decision ? "Verdict" : "Record"), fields([
         ["verdict", summary(d)], ["code", d.code], ["error class", d.error], ["message", detail.message],
         ["time", d.created_at], ["kind", d.kind], ["project", d.project], ["plan", d.plan_id],
-        ["action", d.action_id], ["tool", d.tool], ["layer", detail.layer], ["latency (ms)", d.latency_ms],
+        ["action", d.action_id], ["tool", d.tool],
+        // A coding agent's hook decision names the agent (claude-code, gemini-cli, ...).
+        ...(detail.agent ? [["agent", el("span", { id: "decision-agent" }, String(detail.agent))]] : []),
+        ["layer", detail.layer], ["latency (ms)", d.latency_ms],
         ["by", el("span", { id: "decision-by" }, person(d.key_id))], ["key id", d.key_id], ["request id", d.request_id]])),
       decision ? el("div", { class: "panel" }, el("h2", {}, "Checks"), checksList(d, order)) : null,
       decision ? el("div", { class: "panel", id: "profile" }, el("h2", {}, "Profile"), fields([
