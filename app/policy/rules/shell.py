@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
+from app.policy.rules.variables import BINDERS, Bindings
 from app.policy.rules.words import Word, group_words, word_of
 from app.policy.rules.wrappers import (
     FIND_EXEC,
@@ -67,6 +68,7 @@ class _Walker:
         self.opaque: str | None = None
         self.writes = False
         self.unanalysable: str | None = None
+        self.scopes: list[Bindings] = []
 
     # -- outcomes ---------------------------------------------------------------------
     def cannot(self, why: str) -> None:
@@ -97,7 +99,18 @@ class _Walker:
         if tree.root_node.has_error:
             self.cannot("does not parse")
             return
-        self.statement(tree.root_node, depth)
+        scope = Bindings()
+        self.scopes.append(scope)
+        try:
+            self.statement(tree.root_node, depth)
+        finally:
+            self.scopes.pop()
+        for word, at in scope.deferred:
+            texts = scope.expand(word, at)
+            if texts is None:
+                self.add(_with_unknowns(word), dynamic=True)
+            for value, glob in texts or ():
+                self.add(value, dynamic=glob)
 
     def statement(self, node: Node, depth: int, piped: bool = False) -> None:
         kind = node.type
@@ -129,12 +142,17 @@ class _Walker:
         elif kind in ("declaration_command", "unset_command"):
             self.declaration(node, depth)
         elif kind == "variable_assignment":
-            self.assignment(node, depth)
+            self.assignment(node, depth, bind=True)
+        elif kind == "for_statement":
+            self.for_loop(node, depth)
+        elif kind == "variable_name":
+            if node.text is not None:  # (( n++ )), [[ -v n ]]: set or read, not known
+                self.scopes[-1].spoil(node.text.decode("utf-8", "surrogateescape"))
         elif kind in ("comment", "heredoc_body", "heredoc_start", "heredoc_end"):
             return
         elif kind in ("word", "string", "raw_string", "concatenation", "simple_expansion",
                       "expansion", "number", "arithmetic_expansion", "ansi_c_string",
-                      "translated_string", "variable_name", "test_operator", "regex",
+                      "translated_string", "test_operator", "regex",
                       "extglob_pattern"):
             word_of([node], self.substitution(depth))  # a word outside a command
         else:
@@ -151,19 +169,53 @@ class _Walker:
             self.statement(node, depth)
         return walk
 
-    def assignment(self, node: Node, depth: int) -> None:
-        value = node.named_children[1:] if node.named_children else []
-        for child in value:
-            word_of([child], self.substitution(depth))
+    def assignment(self, node: Node, depth: int, *, bind: bool = False) -> None:
+        """A value's substitutions run; a statement's own assignment binds the name."""
+        children = node.named_children
+        value = word_of(children[1:], self.substitution(depth)) if len(children) > 1 \
+            else None
+        if not bind or not children or children[0].text is None:
+            return
+        name = children[0].text.decode("utf-8", "surrogateescape")
+        appends = any(c.type == "+=" for c in node.children if not c.is_named)
+        arrays = any(c.type == "array" for c in children[1:])
+        if children[0].type != "variable_name" or appends or arrays:
+            self.scopes[-1].spoil(name)
+        else:
+            self.scopes[-1].bind(name, value or Word(""), node.start_byte)
+
+    def for_loop(self, node: Node, depth: int) -> None:
+        variable = node.child_by_field_name("variable")
+        values: list[Node] = []
+        for i, child in enumerate(node.children):
+            if node.field_name_for_child(i) == "value":
+                values.append(child)
+        walk = self.substitution(depth)
+        words = [word_of(group, walk) for group in group_words(values)]
+        if variable is not None and variable.text is not None:
+            name = variable.text.decode("utf-8", "surrogateescape")
+            scope = self.scopes[-1]
+            if not words:
+                scope.spoil(name)  # `for x; do`: the positional parameters
+            for w in words:
+                scope.bind(name, w, node.start_byte)
+        for i, child in enumerate(node.children):
+            if child.is_named and node.field_name_for_child(i) not in ("variable", "value"):
+                self.statement(child, depth)
 
     def declaration(self, node: Node, depth: int) -> None:
         words: list[str] = [node.children[0].type] if node.children else []
         for child in node.named_children:
             if child.type == "variable_assignment":
-                self.assignment(child, depth)
+                self.assignment(child, depth, bind=True)
+                if len(words) == 1 and words[0] in ("local", "declare", "typeset") \
+                        and child.named_children and child.named_children[0].text:
+                    self.scopes[-1].spoil(child.named_children[0].text.decode())
                 words.append(child.text.decode("utf-8", "surrogateescape") if child.text
                              else "")
             else:
+                if child.type == "variable_name" and child.text is not None:
+                    self.scopes[-1].spoil(child.text.decode("utf-8", "surrogateescape"))
                 words.append(word_of([child], self.substitution(depth)).text)
         self.commands.append(SimpleCommand(tuple(words)))
 
@@ -213,6 +265,11 @@ class _Walker:
         texts = (name, *(w.text for w in words[1:]))
         for w in words[1:]:
             self.candidates(w)
+        if name in BINDERS:
+            for w in words[1:]:
+                for part in w.text.split("="):
+                    if part.isidentifier():
+                        self.scopes[-1].spoil(part)
         wrapper = WRAPPERS.get(name)
         if name in OTHER_DIALECTS and len(words) > 1:
             self.cannot(f"{name} is not a POSIX shell")
@@ -277,12 +334,17 @@ class _Walker:
 
     # -- words: paths and URLs --------------------------------------------------------
     def candidates(self, w: Word) -> None:
-        text = w.text
-        # $HOME is resolved with the call's home (pathmatch.resolve); nothing else is known.
+        # $HOME is resolved with the call's home (pathmatch.resolve); a variable the line
+        # sets itself when the line has been read (line()); nothing else is known.
         known = w.literal or (not (w.substituted or w.glob or w.brace)
                               and set(w.variables) == {"HOME"})
-        if not known:
-            text = _with_unknowns(w)
+        if not known and not (w.substituted or w.brace) and self.scopes:
+            self.scopes[-1].deferred.append((w, w.start))
+            return
+        self.add(w.text if known else _with_unknowns(w), dynamic=not known)
+
+    def add(self, text: str, *, dynamic: bool) -> None:
+        """A word's path and URL candidates."""
         parts = [] if text.startswith("-") else [text]
         if "=" in text:
             parts.append(text.split("=", 1)[1])
@@ -295,7 +357,7 @@ class _Walker:
             parts.append(text.split("@", 1)[1])
         for part in parts:
             if part:
-                self.paths[(part, not known)] = None
+                self.paths[(part, dynamic)] = None
 
     def redirect(self, node: Node, depth: int, *, shell: bool) -> None:
         walk = self.substitution(depth)

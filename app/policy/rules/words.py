@@ -32,6 +32,7 @@ class Word:
     glob: bool = False               # an unquoted *, ? or [ (pathname expansion)
     brace: bool = False              # an unquoted {a,b} (brace expansion)
     quoted_start: bool = False       # the first character was quoted (`"~"` is no tilde)
+    start: int = 0                   # byte offset in the line it was read from
 
     @property
     def literal(self) -> bool:
@@ -86,10 +87,10 @@ class _Builder:
             i += 1
         self.add("".join(out), quoted=False)
 
-    def build(self) -> Word:
+    def build(self, start: int = 0) -> Word:
         brace = bool(_BRACE.search("".join(self.shape)))
         return Word("".join(self.parts), tuple(self.variables), self.substituted,
-                    self.glob, brace, bool(self.quoted_start))
+                    self.glob, brace, bool(self.quoted_start), start)
 
 
 def _ansi_c(raw: str) -> str:
@@ -174,7 +175,7 @@ def word_of(nodes: list[Node], walk: Walk) -> Word:
     b = _Builder()
     for node in nodes:
         _piece(node, b, walk)
-    return b.build()
+    return b.build(nodes[0].start_byte if nodes else 0)
 
 
 def group_words(nodes: list[Node]) -> list[list[Node]]:
