@@ -58,7 +58,7 @@ XDIST := -n auto --dist loadgroup --durations=25
 NPM_STAMPS := $(patsubst %/package-lock.json,%/node_modules/.installed,$(wildcard \
   clients/typescript/package-lock.json tests/gateway/package-lock.json \
   tests/hooks/package-lock.json tests/oidc/package-lock.json \
-  tests/conformance/package-lock.json))
+  tests/conformance/package-lock.json tests/agents/package-lock.json))
 %/node_modules/.installed: %/package-lock.json
 	npm ci --prefix $* --no-audit --no-fund
 	touch $@
