@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 from selenium.webdriver.common.by import By
 
+from app.gateway.mapping import UI_APPROVAL
 from tests.conftest import _pg_database
 from tests.serving import serve, stop
 from tests.ui.browser import chrome
@@ -282,6 +283,38 @@ def test_an_approval_shows_the_call_it_would_allow(page, site):
     assert '"token": "[masked]"' in context and "s3cret" not in page.text()
     plan = page.text("#approval-plan")
     assert "ops-guard v1" in plan and "spent\n0" in plan and "release-bot" in plan, plan
+
+
+def test_the_link_printed_in_deny_texts_opens_the_approval(page, site):
+    """Hooks and the gateway print `<toolgate>/ui/#/approvals/<id>` (issue 45 item 1): it
+    opens that approval, not the queue."""
+    held = site.hold("1.9.9")
+    page.sign_in(site.keys["approver"])
+    page.driver.get(site.url + UI_APPROVAL.format(held["approval_id"]))
+    page.wait.until(lambda d: page.text("#approval-state") == "pending")
+    assert "1.9.9" in page.text("#approval-args")
+
+
+def test_an_approval_page_says_what_is_true_now(page, site):
+    """Issue 45 item 14: a pending approval has no uses yet; the agent's own
+    human_approved is flagged as no evidence; once granted, the message no longer ends
+    "is pending"."""
+    call = {**site.deploy, "context": {"metadata": {"human_approved": True}},
+            "tool": {**site.deploy["tool"], "args": {"service": "web", "version": "1.9.8"}}}
+    with site.client("agent") as c:
+        held = c.post("/v1/authorize-tool", json=call).json()["deny"]["details"]["approval"]
+    page.sign_in(site.keys["approver"])
+    page.go(f"approval/{held['approval_id']}")
+    page.wait.until(lambda d: page.text("#approval-state") == "pending")
+    assert page.text("#uses-left") == "set by the grant"
+    assert "not evidence" in page.text("#self-approved")
+    assert page.text("#deny-message").endswith(f"approval {held['approval_id']} is pending")
+    with site.client("approver") as c:
+        c.post(f"/v1/approvals/{held['approval_id']}/grant", json={}).raise_for_status()
+    page.driver.refresh()
+    page.wait.until(lambda d: page.text("#approval-state") == "granted")
+    assert page.text("#uses-left") == "1"
+    assert page.text("#deny-message").endswith("was pending then, and is granted now")
 
 
 def test_granting_asks_first_for_note_ttl_and_uses(page, site):

@@ -224,7 +224,10 @@ async function start() {
 function route() {
   if (!me) return;
   generation += 1;
-  const [name, rest] = location.hash.replace(/^#/, "").split("/", 2);
+  // `#approval/ID` is the page's own link; `#/approvals/ID` is the one toolgate prints in
+  // deny texts (hooks, gateway): both open the approval (so do `#decision/ID`, `#/decisions/ID`).
+  let [name, rest] = location.hash.replace(/^#\/?/, "").split("/", 2);
+  if (rest && (name === "approvals" || name === "decisions")) name = name.slice(0, -1);
   const params = new URLSearchParams(location.hash.split("?")[1] || "");
   stopRefresh();
   const operator = OPERATOR.some(may);

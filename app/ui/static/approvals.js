@@ -61,10 +61,10 @@ async function approvalDetail(id) {
         ["tool", a.tool], ["project", a.project], ["action", a.action_id],
         ["plan", may("plans.read") ? el("a", { href: "#plans" + query({ plan_id: a.plan_id }) }, a.plan_id) : a.plan_id],
         ["asked by", el("span", { id: "asked-by" }, person(a.requested_by))], ["asked at", a.requested_at],
-        ["denied with", d ? d.code : null], ["message", el("span", { id: "deny-message" }, detail.message || "")],
+        ["denied with", d ? d.code : null], ["message", el("span", { id: "deny-message" }, askedMessage(a, detail.message))],
         ["decision", d && may("decisions.read") ? el("a", { href: "#decision/" + encodeURIComponent(d.decision_id) }, d.decision_id) : d ? d.decision_id : null]])),
       el("div", { class: "panel", id: "state-panel" }, el("h2", {}, "State"), fields([
-        ["state", a.state], ["expires", a.expires_at], ["uses left", a.uses_left],
+        ["state", a.state], ["expires", a.expires_at], ["uses left", a.state === "pending" ? el("span", { id: "uses-left", class: "muted" }, "set by the grant") : el("span", { id: "uses-left" }, String(a.uses_left))],
         ["decided by", a.decided_by ? el("span", { id: "decided-by" }, person(a.decided_by)) : null], ["decided at", a.decided_at],
         ["note", a.note], ["reason", a.reason],
         ["allowed calls", a.decision_ids.length ? a.decision_ids.join(", ") : null],
@@ -72,9 +72,27 @@ async function approvalDetail(id) {
       plan ? planPanel(plan, creator) : null),
     el("h2", {}, "Arguments"), el("div", { id: "approval-args" }, json(a.request ? a.request.args : null)),
     el("h2", {}, "Context (masked as logged)"),
+    selfApproved(detail.context),
     d ? el("div", { id: "approval-context" }, json(detail.context || null))
       : el("p", { class: "muted" }, asked && asked.failed ? asked.failed.message : "Not available."),
     el("h2", {}, "The bound request"), json(a.request));
+}
+
+// The deny's message is the one the agent read when it asked: "...; approval X is pending".
+// Once decided, the page says what the approval is now instead of repeating "is pending".
+function askedMessage(a, message) {
+  const pending = `; approval ${a.approval_id} is pending`;
+  if (!message || a.state === "pending" || !message.endsWith(pending)) return message || "";
+  return message.slice(0, -pending.length) + `; approval ${a.approval_id} was pending then, and is ${a.state} now`;
+}
+
+// Server mode decides by a person's grant: an agent that sent metadata.human_approved
+// gained nothing by it, and the approver should know it tried.
+function selfApproved(context) {
+  const meta = context && context.metadata;
+  if (!meta || typeof meta !== "object" || !("human_approved" in meta)) return null;
+  return el("p", { class: "muted", id: "self-approved" },
+    "The agent sent metadata.human_approved in its context: it is not evidence. Only a grant on this page allows the call.");
 }
 
 function planPanel(plan, creator) {

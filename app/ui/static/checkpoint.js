@@ -23,6 +23,8 @@ function checkpointPanel() {
       box.replaceChildren(el("h2", {}, "Latest signed checkpoint"),
         el("p", { class: c.verifies ? "allow" : "deny", id: "checkpoint-state" },
           c.verifies ? "The latest checkpoint verifies." : `The latest checkpoint does NOT verify: ${c.problem}`),
+        c.signing_stopped ? el("p", { class: "deny", id: "checkpoint-stopped" },
+          "Signing has stopped: the stored log contradicts this checkpoint (history was rewritten), so no new checkpoint is signed over it, and GET /readyz answers degraded. Compare an export with the witness's copy (toolgate audit verify --checkpoint).") : null,
         fields([["seq", c.seq], ["head hash", c.head_hash], ["signed", `${c.time} (${checkpointAge(c.time)})`],
           ["origin", c.origin], ["verifier key", c.verifier_key]]),
         el("details", {}, el("summary", {}, "signed note"), el("pre", { id: "checkpoint-note" }, c.note)));
