@@ -20,6 +20,7 @@ from toolgate_client import AsyncClient, ToolgateError
 
 from app.gateway import mapping
 from app.gateway.config import GatewayConfig
+from app.gateway.pins import Pins, PinsUnavailable
 from app.gateway.upstream import Upstream, UpstreamUnavailable
 
 if TYPE_CHECKING:
@@ -78,6 +79,7 @@ class Gate:
         self._registry_at = -1e9
         self._reports: set[asyncio.Task[None]] = set()
         self._first_tried = False
+        self.pins = Pins(config, toolgate)  # SPEC §19: tool definitions against their pins
         self.tasks: TaskGroup | None = None  # run.py: where client sessions' tasks run
 
     async def first_attempts(self, timeout: float) -> None:
@@ -158,9 +160,25 @@ class Gate:
             if not upstream.up:
                 continue
             for tool in self.tools_of(server, link).values():
+                if not self.pins.listed(server, tool):
+                    continue  # its definition is not the pinned one (pins.py)
                 tools.append(tool.model_copy(update={"name": mapping.gateway_name(server,
                                                                                   tool.name)}))
         return tools
+
+    async def check_pins(self, link: ClientLink | None = None) -> None:
+        """Before a tools/list answer: every listed tool against its pin (pins.py)."""
+        await self.pins.check({server: self.tools_of(server, link)
+                               for server, upstream in self.upstreams.items() if upstream.up})
+
+    async def _pin_refusal(self, server: str, tool: types.Tool,
+                           args: dict[str, Any]) -> dict[str, Any] | None:
+        """The recorded deny of a call of a tool that does not match its pin, or None."""
+        plan_id = await self.ensure_plan()
+        try:
+            return await self.pins.refusal(server, tool, plan_id=plan_id, args=args)
+        except PinsUnavailable as exc:
+            raise NoDecision(str(exc)) from exc
 
     def input_schema(self, name: str) -> dict[str, Any] | None:
         """The listed input schema of SERVER.TOOL (None: unknown, nothing to check)."""
@@ -245,6 +263,9 @@ class Gate:
         # One copy, authorized and forwarded: nothing the client holds can change it between.
         args = copy.deepcopy(dict(arguments or {}))
         try:
+            refusal = await self._pin_refusal(server, self.tools_of(server, link)[tool], args)
+            if refusal is not None:
+                return self.deny_result(refusal)
             if confirmation_of is not None:
                 decision = await self.authorize(
                     name, server, tool, args, confirmed=True, link=link,

@@ -107,6 +107,8 @@ class ServerConfig(Strict):
     cwd: str | None = None
     url: Annotated[str, StringConstraints(pattern=r"^https?://[^\s]+$")] | None = None
     trust_annotations: bool = False
+    # SPEC §19: first_use pins the first definition seen; approve waits for an admin.
+    pin: Literal["first_use", "approve"] = "first_use"
     sandbox: Sandbox | None = None
     tools: dict[Annotated[str, StringConstraints(min_length=1, max_length=200)],
                 ToolEntry] = {}

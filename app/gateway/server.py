@@ -179,6 +179,7 @@ def build_server(gate: Gate, tools_changed: ToolsChanged | None = None) -> Serve
         link = relay.via(ctx).link
         if link is not None:
             await gate.list_own(link)
+        await gate.check_pins(link)
         return types.ListToolsResult(tools=gate.list_tools(link))
 
     async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
