@@ -142,7 +142,7 @@ def _command(rule: CompiledRule, facts: _Facts, lenient: bool) -> str | None:
     assert patterns is not None
     if lenient:
         for cmd in analysis.commands:
-            if patterns.matches(cmd.words):
+            if patterns.matches(cmd.words, fold=True):
                 return " ".join(cmd.words)
         return None
     if analysis.opaque or (analysis.writes and not (rule.capability or {}).get("writes")):

@@ -23,7 +23,7 @@ from functools import lru_cache
 from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
 from app.policy.rules.globs import glob_tokens, intersects, pattern_tokens
-from app.policy.rules.shell import UNKNOWN
+from app.policy.rules.words import UNKNOWN
 
 _HOME_VAR = re.compile(r"\$\{HOME\}|\$HOME(?![A-Za-z0-9_])")
 

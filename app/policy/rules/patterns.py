@@ -60,13 +60,34 @@ class CommandSet:
     patterns: tuple[CommandPattern, ...]
     by_name: dict[str, tuple[CommandPattern, ...]]
     wild: tuple[CommandPattern, ...]  # patterns whose first word is not literal
+    # The same with command names lower-cased: deny and ask rules match `RM` as `rm` (a
+    # case-insensitive file system, macOS's default, runs /bin/rm for it).
+    by_folded: dict[str, tuple[CommandPattern, ...]]
+    wild_folded: tuple[CommandPattern, ...]
 
-    def matches(self, words: tuple[str, ...]) -> bool:
-        named = self.by_name.get(words[0], ()) if words else ()
-        return any(p.matches(words) for p in named) or any(p.matches(words) for p in self.wild)
+    def matches(self, words: tuple[str, ...], *, fold: bool = False) -> bool:
+        if not words:
+            return False
+        if fold:
+            words = (words[0].lower(), *words[1:])
+            by_name, wild = self.by_folded, self.wild_folded
+        else:
+            by_name, wild = self.by_name, self.wild
+        return any(p.matches(words) for p in by_name.get(words[0], ())) \
+            or any(p.matches(words) for p in wild)
 
 
-def command_set(patterns: tuple[CommandPattern, ...]) -> CommandSet:
+def _folded(p: CommandPattern) -> CommandPattern:
+    first = p.items[0]
+    if isinstance(first, str):
+        first = first.lower()
+    elif first is not None:
+        first = re.compile(first.pattern, first.flags | re.IGNORECASE)
+    return CommandPattern(p.text, (first, *p.items[1:]))
+
+
+def _index(patterns: tuple[CommandPattern, ...]
+           ) -> tuple[dict[str, tuple[CommandPattern, ...]], tuple[CommandPattern, ...]]:
     by_name: dict[str, list[CommandPattern]] = {}
     wild: list[CommandPattern] = []
     for p in patterns:
@@ -74,7 +95,12 @@ def command_set(patterns: tuple[CommandPattern, ...]) -> CommandSet:
             by_name.setdefault(p.items[0], []).append(p)
         else:
             wild.append(p)
-    return CommandSet(patterns, {k: tuple(v) for k, v in by_name.items()}, tuple(wild))
+    return {k: tuple(v) for k, v in by_name.items()}, tuple(wild)
+
+
+def command_set(patterns: tuple[CommandPattern, ...]) -> CommandSet:
+    return CommandSet(patterns, *_index(patterns),
+                      *_index(tuple(_folded(p) for p in patterns)))
 
 
 def command_pattern(text: str) -> CommandPattern:

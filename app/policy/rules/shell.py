@@ -14,13 +14,15 @@ from dataclasses import dataclass
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
+from app.policy.rules.options import has_c, script_operand, skip_options
 from app.policy.rules.variables import BINDERS, Bindings
-from app.policy.rules.words import Word, group_words, word_of
+from app.policy.rules.words import Word, group_words, with_unknowns, word_of
 from app.policy.rules.wrappers import (
     FIND_EXEC,
     NULL_DEVICES,
     OTHER_DIALECTS,
     SHELLS,
+    SUBCOMMANDS,
     WRAPPERS,
     Wrapper,
 )
@@ -28,7 +30,6 @@ from app.policy.rules.wrappers import (
 MAX_DEPTH = 8
 MAX_LINE_CHARS = 100_000
 CACHE_SIZE = 2048
-UNKNOWN = "\x01"  # in a path or host: a part whose value is not known when the line is read
 
 _LANGUAGE = Language(tree_sitter_bash.language())
 _local = threading.local()  # a tree-sitter Parser is not to be shared between threads
@@ -108,7 +109,7 @@ class _Walker:
         for word, at in scope.deferred:
             texts = scope.expand(word, at)
             if texts is None:
-                self.add(_with_unknowns(word), dynamic=True)
+                self.add(with_unknowns(word), dynamic=True)
             for value, glob in texts or ():
                 self.add(value, dynamic=glob)
 
@@ -239,8 +240,8 @@ class _Walker:
             for r in redirects:
                 self.redirect(r, depth, shell=False)
             return
-        name = words[0].text.rsplit("/", 1)[-1] if words[0].literal else ""
-        fed = name in SHELLS and _script_operand(words[1:]) is None
+        name = words[0].text.rsplit("/", 1)[-1].lower() if words[0].literal else ""
+        fed = name in SHELLS and script_operand(words[1:]) is None
         for r in redirects:
             self.redirect(r, depth, shell=fed)
         stdin_script = fed and piped and not any(
@@ -270,10 +271,14 @@ class _Walker:
                 for part in w.text.split("="):
                     if part.isidentifier():
                         self.scopes[-1].spoil(part)
-        wrapper = WRAPPERS.get(name)
-        if name in OTHER_DIALECTS and len(words) > 1:
+        key = name.lower()
+        wrapper, rest = WRAPPERS.get(key), words[1:]
+        if wrapper is None and rest:
+            wrapper = SUBCOMMANDS.get((key, rest[0].text))
+            rest = rest[1:]
+        if key in OTHER_DIALECTS and len(words) > 1:
             self.cannot(f"{name} is not a POSIX shell")
-        found = self.unwrap(wrapper, words[1:], depth + 1, tentative) if wrapper else False
+        found = self.unwrap(wrapper, rest, depth + 1, tentative) if wrapper else False
         # A shell's -c line is seen through as a wrapper's command is.
         transparent = bool(wrapper and found
                            and (wrapper.transparent or wrapper.how == "shell"))
@@ -285,11 +290,23 @@ class _Walker:
             return self.find(rest, depth)
         if w.how == "shell":
             return self.shell(rest, depth)
-        i, ambiguous = _skip_options(w, rest, self, depth)
-        if i is None:
-            return False
+        i, ambiguous, lines = skip_options(w, rest)
+        for line in lines:
+            if line.literal:
+                self.line(line.text, depth)
+            else:
+                self.cannot("a wrapper runs a non-literal command line")
+        if i is None or w.how == "options":
+            return bool(lines)
         if not ambiguous:
             i += w.operands
+            if i + 1 < len(rest) and rest[i].text in w.line_values:  # `flock f -c "..."`
+                line = rest[i + 1]
+                if line.literal:
+                    self.line(line.text, depth)
+                else:
+                    self.cannot("a wrapper runs a non-literal command line")
+                return True
         if i >= len(rest):
             return w.how == "xargs"
         if w.how == "line":
@@ -308,10 +325,14 @@ class _Walker:
         return True
 
     def shell(self, rest: list[Word], depth: int) -> bool:
-        operand = _script_operand(rest)
-        if operand is None or not _has_c(rest[:operand]):
-            return False  # a script file, or the script from input (redirect())
+        operand = script_operand(rest)
+        if operand is None:
+            return False  # the script from its input (redirect(), command())
         script = rest[operand]
+        if not has_c(rest[:operand]):
+            if not script.literal:
+                self.cannot("a shell runs a script named by a variable")
+            return False  # a script file: a program like any other
         if not script.literal:
             self.cannot("a shell runs a non-literal command")
             return True
@@ -341,7 +362,7 @@ class _Walker:
         if not known and not (w.substituted or w.brace) and self.scopes:
             self.scopes[-1].deferred.append((w, w.start))
             return
-        self.add(w.text if known else _with_unknowns(w), dynamic=not known)
+        self.add(w.text if known else with_unknowns(w), dynamic=not known)
 
     def add(self, text: str, *, dynamic: bool) -> None:
         """A word's path and URL candidates."""
@@ -402,110 +423,6 @@ class _Walker:
             self.cannot("a shell reads a non-literal here-document")
         elif body is not None and body.text is not None:
             self.line(body.text.decode("utf-8", "surrogateescape"), depth + 1)
-
-
-def _with_unknowns(w: Word) -> str:
-    """The word's text with each variable or substitution as UNKNOWN (HOME kept)."""
-    text = w.text
-    for name in set(w.variables):
-        if name != "HOME":
-            text = text.replace("${" + name + "}", UNKNOWN)
-    if w.substituted:
-        # Substitutions are kept as their source text; it is not a value.
-        out: list[str] = []
-        i = 0
-        while i < len(text):
-            if text.startswith(("$(", "<(", ">("), i) or text[i] == "`":
-                out.append(UNKNOWN)
-                close = _closing(text, i)
-                i = close + 1
-                continue
-            out.append(text[i])
-            i += 1
-        text = "".join(out)
-    if w.brace:
-        text = UNKNOWN
-    return text
-
-
-def _closing(text: str, i: int) -> int:
-    if text[i] == "`":
-        end = text.find("`", i + 1)
-        return len(text) if end < 0 else end
-    level = 0
-    for j in range(i + 1, len(text)):
-        if text[j] == "(":
-            level += 1
-        elif text[j] == ")":
-            level -= 1
-            if level == 0:
-                return j
-    return len(text)
-
-
-def _has_c(options: list[Word]) -> bool:
-    return any(o.text.startswith("-") and not o.text.startswith("--") and "c" in o.text
-               for o in options)
-
-
-def _script_operand(rest: list[Word]) -> int | None:
-    """Index of a shell's first operand (the -c command or the script file), if any;
-    None when the shell reads its script from its input (no operand, or -s)."""
-    i = 0
-    while i < len(rest):
-        t = rest[i].text
-        if t.startswith("-") and not t.startswith("--") and "s" in t and "c" not in t:
-            return None
-        if t == "--":
-            return i + 1 if i + 1 < len(rest) else None
-        if not t.startswith(("-", "+")) or t in ("-", "+"):
-            return i
-        i += 2 if t in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file") else 1
-    return None
-
-
-def _skip_options(w: Wrapper, rest: list[Word], walker: _Walker,
-                  depth: int) -> tuple[int | None, bool]:
-    """Index of the wrapped command's first word and whether it is only a guess;
-    None when the options say there is no command (`command -v x`)."""
-    i = 0
-    while i < len(rest):
-        t = rest[i].text
-        if w.assignments and "=" in t and t.split("=", 1)[0].isidentifier():
-            i += 1
-            continue
-        if not t.startswith("-") or (t == "-" and "-" not in w.flags):
-            return i, False
-        if t == "--":
-            return i + 1, False
-        if t in w.no_command:
-            return None, False
-        key = t.split("=", 1)[0] if t.startswith("--") else t
-        if key in w.line_values:
-            value = t.split("=", 1)[1] if "=" in t else (
-                rest[i + 1].text if i + 1 < len(rest) else "")
-            walker.line(value, depth)
-            i += 1 if "=" in t else 2
-            continue
-        if key in w.values:
-            i += 1 if "=" in t else 2
-            continue
-        if t in w.flags or (w.numeric_flags and t[1:].isdigit()):
-            i += 1
-            continue
-        if not t.startswith("--") and len(t) > 2:
-            letters = [f"-{c}" for c in t[1:]]
-            if letters[0] in w.values:  # -uroot
-                i += 1
-                continue
-            if all(x in w.flags for x in letters):
-                i += 1
-                continue
-            if all(x in w.flags for x in letters[:-1]) and letters[-1] in w.values:
-                i += 2
-                continue
-        return i, True
-    return i, False
 
 
 _cache: OrderedDict[str, Analysis] = OrderedDict()

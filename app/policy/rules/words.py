@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from tree_sitter import Node
 
 GLOB_CHARS = frozenset("*?[")
+UNKNOWN = "\x01"  # in a path or host: a part whose value is not known when the line is read
 # Unquoted `{a,b}` or `{1..3}` (quoted characters are NUL in the shape it is searched in).
 _BRACE = re.compile(r"\{[^{}\x00]*(?:,|\.\.)[^{}\x00]*\}")
 # Escapes inside double quotes (bash): only these characters lose their backslash.
@@ -189,3 +190,42 @@ def group_words(nodes: list[Node]) -> list[list[Node]]:
             groups.append([node])
         end = node.end_byte
     return groups
+
+
+def with_unknowns(w: Word) -> str:
+    """The word's text with each variable or substitution as UNKNOWN (HOME kept)."""
+    text = w.text
+    for name in set(w.variables):
+        if name != "HOME":
+            text = text.replace("${" + name + "}", UNKNOWN)
+    if w.substituted:
+        # Substitutions are kept as their source text; it is not a value.
+        out: list[str] = []
+        i = 0
+        while i < len(text):
+            if text.startswith(("$(", "<(", ">("), i) or text[i] == "`":
+                out.append(UNKNOWN)
+                close = closing(text, i)
+                i = close + 1
+                continue
+            out.append(text[i])
+            i += 1
+        text = "".join(out)
+    if w.brace:
+        text = UNKNOWN
+    return text
+
+
+def closing(text: str, i: int) -> int:
+    if text[i] == "`":
+        end = text.find("`", i + 1)
+        return len(text) if end < 0 else end
+    level = 0
+    for j in range(i + 1, len(text)):
+        if text[j] == "(":
+            level += 1
+        elif text[j] == ")":
+            level -= 1
+            if level == 0:
+                return j
+    return len(text)

@@ -8,7 +8,10 @@ first (`env A=1 cmd`), and how the command is given:
 - `line`: the remaining words, joined by spaces, are a command line (`eval`, `watch`);
 - `shell`: a shell; with `-c` the next operand is a command line, else it runs a script;
 - `xargs`: the remaining words are the command, with arguments read from its input;
-- `find`: each `-exec`/`-execdir`/`-ok`/`-okdir` ... `;` or `+` is a command.
+- `find`: each `-exec`/`-execdir`/`-ok`/`-okdir` ... `;` or `+` is a command;
+- `options`: only an option's value is a command line (`su -c "..."`, `script -c`).
+Some wrappers are a command and a subcommand (`uv run`, `npm exec`, `bundle exec`):
+SUBCOMMANDS. Names are looked up lower-cased (a case-insensitive file system runs `SUDO`).
 An option the table does not know may take a value or not, so where the command starts
 cannot be told: every later word that could start it is tried (a deny or ask rule matches
 if any try does; such a line is never classified).
@@ -91,6 +94,67 @@ WRAPPERS: dict[str, Wrapper] = {
     "find": _w("find"),
     "sh": _SHELL, "bash": _SHELL, "dash": _SHELL, "zsh": _SHELL, "ksh": _SHELL,
     "mksh": _SHELL, "ash": _SHELL, "busybox": _w("exec", "", "--"),
+    "su": _w("options", "-s --shell -g --group -G --supp-group -w --whitelist-environment",
+             "- -l --login -m -p --preserve-environment -f --fast -P --pty",
+             line_values=frozenset({"-c", "--command", "--session-command"})),
+    "runuser": _w("exec", "-u --user -g --group -G --supp-group -s --shell",
+                  "- -l --login -m -p --preserve-environment -P --pty --",
+                  line_values=frozenset({"-c", "--command", "--session-command"})),
+    "script": _w("options", "-O --log-out -I --log-in -B --log-io -T --log-timing -E "
+                 "--echo -o --output-limit", "-a --append -e --return -f --flush -q --quiet",
+                 line_values=frozenset({"-c", "--command"})),
+    "flock": _w("exec", "-w --timeout -E --conflict-exit-code",
+                "-s --shared -x -e --exclusive -n --nb --nonblock -u --unlock -o "
+                "--close --no-fork -F --verbose --", operands=1, transparent=True,
+                line_values=frozenset({"-c", "--command"})),
+    "chroot": _w("exec", "--userspec --groups", "--skip-chdir --", operands=1),
+    "taskset": _w("exec", "", "-a --all-tasks -c --cpu-list --", operands=1,
+                  transparent=True),
+    "chrt": _w("exec", "", "-a --all-tasks -b --batch -d --deadline -f --fifo -i --idle "
+               "-o --other -r --rr -R --reset-on-fork -v --verbose --", operands=1,
+               transparent=True),
+    "strace": _w("exec", "-e -o -p -s -u -E -P -I -b -O -S -X -a",
+                 "-f -ff -c -C -d -D -F -i -q -qq -r -t -tt -ttt -T -v -w -x -xx -y -yy "
+                 "-k -n -Z -z --", transparent=True),
+    "ltrace": _w("exec", "-e -o -p -s -u -a -A -D -F -l -n", "-b -c -C -f -i -L -r -S -t "
+                 "-tt -ttt -T -w -x --", transparent=True),
+    "caffeinate": _w("exec", "-t -w", "-d -i -m -s -u", transparent=True),
+    "pkexec": _w("exec", "--user", "--disable-internal-agent --keep-cwd"),
+    "proxychains": _w("exec", "-f", "-q", transparent=True),
+    "proxychains4": _w("exec", "-f", "-q", transparent=True),
+    "torsocks": _w("exec", "-u --user -p --pass -a --address -P --port",
+                   "-i --isolate -d --debug -q --quiet", transparent=True),
+    "npx": _w("exec", "-p --package", "-y --yes --no -q --quiet --",
+              line_values=frozenset({"-c", "--call"})),
+    "sg": _w("line", "", "-c --", operands=1),
+    "nix-shell": _w("options", "-p --packages -A --attr -I --arg --argstr --expr -E",
+                    "--pure --impure -Q --quiet -v --verbose",
+                    line_values=frozenset({"--run", "--command"})),
+    "parallel": _w("xargs", "-j --jobs -S --sshlogin -a --arg-file --joblog -I -d "
+                   "--delimiter -n --max-args", "-0 --null -k --keep-order -q --quote "
+                   "--dry-run -v --verbose --"),
+}
+
+SUBCOMMANDS: dict[tuple[str, str], Wrapper] = {
+    ("uv", "run"): _w("exec", "--with --with-requirements --python -p --directory "
+                      "--project --package --extra --group --env-file --index --index-url",
+                      "--no-project --frozen --locked --isolated --no-sync --active -q "
+                      "--quiet -v --verbose --all-extras --no-dev --", transparent=True),
+    ("poetry", "run"): _w("exec", "", "--", transparent=True),
+    ("pipenv", "run"): _w("exec", "", "--", transparent=True),
+    ("pdm", "run"): _w("exec", "", "--", transparent=True),
+    ("hatch", "run"): _w("exec", "", "--", transparent=True),
+    ("conda", "run"): _w("exec", "-n --name -p --prefix --cwd",
+                         "--no-capture-output --live-stream -v --", transparent=True),
+    ("bundle", "exec"): _w("exec", "", "--", transparent=True),
+    ("npm", "exec"): _w("exec", "-p --package -w --workspace", "-y --yes --no --",
+                        line_values=frozenset({"-c", "--call"})),
+    ("pnpm", "exec"): _w("exec", "", "--", transparent=True),
+    ("pnpm", "dlx"): _w("exec", "", "--"),
+    ("yarn", "exec"): _w("exec", "", "--", transparent=True),
+    ("yarn", "dlx"): _w("exec", "-p --package", "-q --quiet --"),
+    ("direnv", "exec"): _w("exec", "", "--", operands=1, transparent=True),
+    ("xcrun", "--run"): _w("exec", "", "", transparent=True),
 }
 
 # find's actions that run a command, up to `;` or `+`.
