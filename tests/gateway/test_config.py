@@ -68,8 +68,12 @@ def test_a_non_loopback_http_listener_needs_a_token(host: str) -> None:
                         f"listen: {{http: {{host: '{host}', port: 8787}}}}")
     assert problems(text) == [
         f"gw.yaml:3: listen.http: an HTTP listener on {host!r} (not loopback) needs "
-        "token_env: every request must carry that bearer token"]
+        "token_env or oauth: every request must carry a bearer token"]
     load_config(text.replace("port: 8787", "port: 8787, token_env: GATEWAY_TOKEN"))
+    oauth = "oauth: {issuer: 'https://idp.example', audience: 'https://gw.example/mcp'}"
+    load_config(text.replace("port: 8787", f"port: 8787, {oauth}"))
+    assert problems(text.replace("port: 8787", f"port: 8787, token_env: T, {oauth}")) == [
+        "gw.yaml:3: listen.http: token_env or oauth, not both: one way to check a caller"]
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1"])
