@@ -27,6 +27,8 @@ RUN_BY = {
     "decision-tests.jsonl": "test_the_decision_tests_pass_on_the_example_policy",
     "claude-code.yaml": "tests/hooks/test_claude_code.py (applied with `toolgate apply`) "
                         "and tests/hooks/test_route.py",
+    "gemini-cli.yaml": "tests/hooks/test_gemini_cli.py (applied with `toolgate apply`) and "
+                       "tests/hooks/test_gemini.py",
 }
 
 

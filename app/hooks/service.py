@@ -146,7 +146,10 @@ class Hooks:
         root = None
         if roots:  # the registry's path_args say which arguments are paths (a stale
             # entry can only choose among the operator's roots; the core checks the paths)
-            registered = self.pipeline.authorizer.registry.get(call.tool)
+            registry = self.pipeline.authorizer.registry
+            if not registry.fresh(self.sessions):
+                await registry.ensure_fresh(self.sessions)
+            registered = registry.get(call.tool)
             root = claude.choose_root(call, registered.path_args if registered else (),
                                       roots, _escapes)
         try:

@@ -61,3 +61,19 @@ def test_the_documented_timeouts_are_above_the_hooks_deadline() -> None:
     timeouts = [hook["timeout"] for doc in _pasted() for event in doc["hooks"].values()
                 for entry in event for hook in entry["hooks"]]
     assert timeouts and all(t > deadline for t in timeouts)  # Claude Code: seconds
+
+
+def test_the_suites_gemini_settings_are_the_documented_ones() -> None:
+    """Section 9's settings are the ones tests/hooks/test_gemini_cli.py runs the real CLI
+    under (the key file's path aside), their timeouts in milliseconds above the deadline."""
+    from tests.hooks.gemini_cli import command_hooks as gemini_hooks
+    from tests.hooks.gemini_cli import hook_command
+
+    [documented] = [json.loads(b.text) for b in blocks(PAGE)
+                    if b.lang == "json" and '"BeforeTool"' in b.text]
+    tested = gemini_hooks(hook_command("toolgate", "http://127.0.0.1:8000",
+                                       "~/.config/toolgate/gemini-cli.key"))
+    assert documented == tested
+    timeouts = [hook["timeout"] for event in documented["hooks"].values()
+                for entry in event for hook in entry["hooks"]]
+    assert timeouts and all(t > deadline_default() * 1000 for t in timeouts)  # ms

@@ -72,11 +72,12 @@ def project(tmp_path: Path) -> Path:
 
 
 def one_run(model: GeminiAPI, marker: str, script: Script, project: Path, url: str,
-            key_file: str, **env: str) -> dict:
-    settings = command_hooks(hook_command(TOOLGATE, url, key_file))
+            key_file: str, *, hook_args: tuple[str, ...] = (), extra: tuple[str, ...] = (),
+            **env: str) -> dict:
+    settings = command_hooks(hook_command(TOOLGATE, url, key_file, *hook_args))
     prompt = model.script(marker, script)
     return run_gemini(project, project.parent / "home", settings, prompt, api=model.url,
-                      more_env=env)
+                      extra=list(extra), more_env=env)
 
 
 def decisions(url: str, session_id: str) -> list[dict]:
@@ -123,6 +124,22 @@ def test_a_denied_shell_command_does_not_run(toolgate, model, project):
     [decision] = decisions(toolgate["url"], result["session_id"])
     assert (decision["tool"], decision["code"]) == ("run_shell_command", "unsafe_tool")
     assert f"[decision {decision['decision_id']}]" in said
+
+
+def test_an_include_directory_named_with_root_is_a_sandbox_root(toolgate, model, project):
+    """`--include-directories DIR` lets Gemini CLI write in DIR; `--root DIR` on the hook
+    lets toolgate decide such a write under DIR (docs/coding-agents.md section 9)."""
+    shared = fresh(project.parent / "shared")
+    target = shared / "notes.md"
+    script = Script("write_file", {"file_path": str(target), "content": "shared\n"})
+    result = one_run(model, "INCLUDED", script, project, toolgate["url"],
+                     toolgate["key_file"], hook_args=("--root", str(shared)),
+                     extra=("--include-directories", str(shared)))
+    assert target.exists(), output_of(script)
+    assert target.read_text() == "shared\n"
+    [decision] = decisions(toolgate["url"], result["session_id"])
+    assert decision["allowed"] is True
+    assert decision["detail"]["context"]["sandbox_root"] == str(shared)
 
 
 def test_toolgate_stopped_the_tool_does_not_run(toolgate, model, project):
