@@ -95,6 +95,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/gateway.py  # the MCP gateway's added latency (docs/gateway.md)
 	$(BIN)/python bench/hooks.py
+	$(BIN)/python bench/rules.py  # what call rules cost a decision (docs/rules.md)
 
 # The service image (docs/deployment.md); BASE=... builds on another base image.
 image:

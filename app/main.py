@@ -62,6 +62,8 @@ from app.registry.routes import safety_test_router
 from app.registry.service import RegistryCache, ShadowProjects
 from app.replay.routes import router as replay_router
 from app.replay.service import Replayer
+from app.rules.routes import router as rules_router
+from app.rules.service import RuleBook
 from app.store import migrate
 from app.store.engine import make_engine, make_sessionmaker
 from app.ui.reads import router as page_reads_router
@@ -99,7 +101,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         key_cache = KeyCache(ttl=settings.key_cache_ttl_seconds)
         notifier = Notifier(settings.database_url, timeout=settings.db_timeout_seconds)
         notifier.subscribe(KEYS_CHANNEL, key_cache.notified)
-        registry = RegistryCache(ttl=settings.registry_ttl_seconds)
+        rules = RuleBook()  # call rules (SPEC §18): compiled on each registry reload
+        registry = RegistryCache(ttl=settings.registry_ttl_seconds, rules=rules.load)
         notifier.subscribe(REGISTRY_CHANNEL, registry.invalidate)
         plans = PlanCache(settings.plan_cache_size)
         auth = AuthState(
@@ -147,6 +150,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state.schema_head = migrate.head(settings.database_url)
         state.known_revisions = migrate.known_revisions(settings.database_url)
         state.auth, state.plans, state.registry = auth, plans, registry
+        state.rules = rules
         state.profiles = ProfileService(shadows=ShadowProjects(registry))
         state.authorizer, state.decision_log, state.notifier = authorizer, decision_log, notifier
         # The one decision entry point every transport of /v1/authorize-tool calls.
@@ -206,7 +210,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                    registry_router, safety_test_router, decisions_router,
                    test_router, keys_router, approvals_router, webhooks_router,
                    ledger_router, replay_router, whoami_router,
-                   page_reads_router, hooks_router, checkpoints_router,
+                   page_reads_router, hooks_router, checkpoints_router, rules_router,
                    pins_router):
         openapi.document_inputs(router)
         app.include_router(router, dependencies=[Depends(authorize)], responses=keyed)

@@ -9,6 +9,7 @@ from app.pins import tables as pin_tables  # noqa: F401
 from app.plans import tables as plan_tables  # noqa: F401
 from app.profiles import tables as profile_tables  # noqa: F401
 from app.registry import tables as registry_tables  # noqa: F401
+from app.rules import tables as rule_tables  # noqa: F401
 from app.store import tables as store_tables  # noqa: F401
 from app.store.base import metadata
 from app.webhooks import tables as webhook_tables  # noqa: F401

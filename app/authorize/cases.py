@@ -31,6 +31,9 @@ router = APIRouter(prefix="/v1", tags=["decisions"])
 class Expect(Strict):
     allowed: bool
     code: str | None = None
+    # A call rule's id (SPEC §18): it must be among the rules that matched the call (the
+    # deny's or ask's rule, a classify rule, a shadow rule).
+    rule: str | None = None
 
 
 class Case(BaseModel):
@@ -74,7 +77,8 @@ CASE_SCHEMA = {
         "request": {"type": "object", "description": "a POST /v1/authorize-tool body"},
         "expect": {"type": "object", "required": ["allowed"], "additionalProperties": False,
                    "properties": {"allowed": {"type": "boolean"},
-                                  "code": {"type": ["string", "null"]}}},
+                                  "code": {"type": ["string", "null"]},
+                                  "rule": {"type": ["string", "null"]}}},
     },
 }
 TEST_BODY = {"requestBody": {"required": True, "content": {
@@ -107,8 +111,12 @@ async def run_tests(request: Request, pipeline: PipelineDep,
             deny = answer["deny"] or {}
             actual = {"allowed": answer["allowed"], "code": deny.get("code"),
                       "error": deny.get("error"), "message": deny.get("message")}
+            matched = [rule["id"] for rule in answer["rules"]]
+            if matched or "rule" in expected:
+                actual["rules"] = matched
             ok = actual["allowed"] == case.expect.allowed and (
-                "code" not in expected or actual["code"] == case.expect.code)
+                "code" not in expected or actual["code"] == case.expect.code) and (
+                "rule" not in expected or case.expect.rule in matched)
         except ValidationError as exc:
             fields = validation_details(exc.errors())
             problem = "invalid request: " + "; ".join(f"{f['field']}: {f['message']}"

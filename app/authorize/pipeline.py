@@ -138,9 +138,10 @@ class Pipeline:
         """POST /v1/test: the answer as the current configuration gives it, neither
         recorded nor holding, using or asking anything of the ledger or approvals."""
         authorizer = self.authorizer
-        answer, _ = await decide(request, sessions=authorizer.sessions,
-                                 cache=authorizer.plans, registry=authorizer.registry)
-        return answer
+        answer, record = await decide(request, sessions=authorizer.sessions,
+                                      cache=authorizer.plans, registry=authorizer.registry)
+        # The call rules that matched (SPEC §18), for cases that name them.
+        return {**answer, "rules": record["detail"].get("rules", [])}
 
     async def admit(self, raw_headers: list[tuple[bytes, bytes]],
                     headers: dict[bytes, bytes], *, path: str,

@@ -13,6 +13,7 @@ from app.approvals.service import ApprovalService
 from app.auth.keys import Principal
 from app.auth.scope import require_plan, stateless_forbidden
 from app.authorize.record import record_detail
+from app.authorize.rules import applied, asks, outcome_of, rules_detail, with_rules
 from app.authorize.schemas import AuthorizeIn
 from app.authorize.wire import AuthorizeWire
 from app.edge.errors import Unavailable
@@ -58,11 +59,15 @@ class Authorizer:
         """Whether check 6 of this call asks the service's approvals (SPEC §10): its plan's
         profile, or the tool's registry entry (SPEC §17), requires human approval and its
         project's approval_mode is server. Only those decisions leave the memory-only
-        path."""
-        return (lock is not None and self.approvals is not None
-                and (lock.safety.require_human_approval
-                     or self.registry.requires_approval(request.tool.name))
-                and self.registry.project(lock.project).approval_mode == "server")
+        path. An ask rule (SPEC §18) that matches the call counts as such a requirement."""
+        if lock is None or self.approvals is None:
+            return False
+        registry = self.registry
+        if lock.safety.require_human_approval or registry.requires_approval(request.tool.name):
+            return registry.project(lock.project).approval_mode == "server"
+        return (not registry.rules.empty
+                and registry.project(lock.project).approval_mode == "server"
+                and asks(registry.rules, request, registry.get(request.tool.name), lock))
 
     def _in_memory(self, request: AuthorizeIn | AuthorizeWire,
                    principal: Principal) -> tuple[bool, PlanLock | None]:
@@ -277,9 +282,23 @@ def decide_with(
     registered = registry.get(request.tool.name)
     context = request.core_context(plan_id=label, stored_read_only=stored_read_only)
     effective: dict[str, Any] | None = None
+    # The skill and changeset layers answer only their write guard, registry or not.
+    refused = (registered is None and request.layer == "runtime"
+               and registry.deny_unregistered(project))
+    if refused:
+        cap = request.tool.capability
+        writes = bool(cap is not None and cap.writes)
+        tool = Tool(name=request.tool.name, writes=writes, checkpointable=False, unsafe=False)
+    else:
+        tool = request.core_tool(registered)
+    outcome = unruled = None
+    if not registry.rules.empty:  # call rules (SPEC §18), before check 1
+        unruled = tool
+        outcome = outcome_of(registry.rules, request, tool, registered, plan_id=label,
+                             project=project, action_id=action_id)
+        tool = applied(outcome, tool)
     if (lock is not None and profile is not None
-            and (profile.require_human_approval
-                 or (registered is not None and registered.requires_approval))
+            and (profile.require_human_approval or tool.requires_approval)
             and registry.project(project).approval_mode == "server"):
         context.approval = approval or "absent"  # the agent's own flag is not evidence
         effective = {"approval": context.approval}
@@ -293,19 +312,14 @@ def decide_with(
             effective = {**(effective or {}), "accumulated_cost": context.accumulated_cost,
                          "total_accumulated_cost": context.total_accumulated_cost,
                          "step_retry_count": context.step_retry_count}
-    # The skill and changeset layers answer only their write guard, registry or not.
-    if (registered is None and request.layer == "runtime"
-            and registry.deny_unregistered(project)):
-        cap = request.tool.capability
-        writes = bool(cap is not None and cap.writes)
-        verdict = unregistered(request.tool.name, context, writes=writes,
+    if refused:
+        verdict = unregistered(request.tool.name, context, writes=tool.writes,
                                explain=request.explain)
-        tool = Tool(name=request.tool.name, writes=writes, checkpointable=False, unsafe=False)
-        evaluated = None
     else:
-        tool = evaluated = request.core_tool(registered)
         verdict = evaluate(tool, context, profile, layer=LAYERS[request.layer],
                            explain=request.explain)
+    if outcome is not None:
+        verdict = with_rules(verdict, outcome, tool, context, profile, label)
     deny = verdict.deny
     decision_id = new_decision_id()
     response = {
@@ -341,24 +355,27 @@ def decide_with(
         record["detail"]["effective"] = effective
     if stored_read_only and not request.context.plan_read_only:
         record["detail"].setdefault("effective", {})["plan_read_only"] = True
+    if outcome is not None:
+        rules_detail(record["detail"], outcome, unruled, registered)
     if project is not None and (facts := registry.facts.get(project)) is not None:
         record["detail"]["settings"] = facts  # replay needs them too (shared, never mutated)
     if registry.shadows:  # empty unless some project has a shadow_profile: one test
         shadow = registry.shadows.get(project)  # type: ignore[arg-type]
         if shadow is not None:
-            record["detail"]["shadow"] = _shadow(shadow, tool, context, verdict, request.layer,
-                                                 refused_unregistered=tool is not evaluated)
+            record["detail"]["shadow"] = _shadow(
+                shadow, tool, context, verdict, request.layer,
+                refused=refused or (outcome is not None and outcome.deny is not None))
     return response, record
 
 
 def _shadow(shadow: Shadow, tool: Tool, context: Context, verdict: Verdict, layer: str, *,
-            refused_unregistered: bool) -> dict[str, Any]:
+            refused: bool) -> dict[str, Any]:
     """The decision again under the project's shadow profile (SPEC §12): the same tool
     and context (the ledger's and the approvals' values included), another profile. Pure:
-    nothing is read or awaited. A tool refused as unregistered is refused under any
-    profile. In server mode check 6 passes only on a grant: for a plan whose own profile
-    needs none, no grant was looked up, so the shadow counts it absent."""
-    if not refused_unregistered:
+    nothing is read or awaited. A tool refused as unregistered, or by a deny rule, is
+    refused under any profile. In server mode check 6 passes only on a grant: for a plan
+    whose own profile needs none, no grant was looked up, so the shadow counts it absent."""
+    if not refused:
         if context.approval is None and shadow.server_approvals:
             context = replace(context, approval="absent")
         verdict = evaluate(tool, context, shadow.safety, layer=LAYERS[layer])

@@ -21,6 +21,7 @@ import typer
 from pydantic import ValidationError
 
 from app.cli.http import DEFAULT_URL, UNAVAILABLE
+from app.policy.rules import RuleError
 from app.policyfile.document import (
     SECTIONS,
     Change,
@@ -36,10 +37,12 @@ from app.policyfile.document import (
 
 INVALID = 1
 LISTS = {"profiles": "/v1/profiles", "projects": "/v1/projects", "actions": "/v1/actions",
-         "tools": "/v1/tools", "skills": "/v1/skills", "settings": "/v1/project-settings"}
+         "tools": "/v1/tools", "skills": "/v1/skills", "rules": "/v1/rules",
+         "settings": "/v1/project-settings"}
 # The sections a service may be unable to list (an older one): read one by one instead.
-ONE_BY_ONE = ("projects", "actions", "settings")
-KEYS = {"projects": "project", "actions": "action_id", "settings": "project"}
+ONE_BY_ONE = ("projects", "actions", "settings", "rules")
+KEYS = {"projects": "project", "actions": "action_id", "settings": "project",
+        "rules": "rule_id"}
 EXPORT_HEADER = ("# toolgate configuration (`toolgate export`). Apply it with\n"
                  "#   toolgate apply -f FILE [--dry-run] [--prune]\n"
                  "# Format: docs/config-as-code.md\n")
@@ -123,7 +126,7 @@ def _one_by_one(service: Service, section: str, names: Any) -> list[dict[str, An
 def _normal(section: str, item: Any) -> dict[str, Any]:
     try:
         return from_answer(section, item)
-    except (ValidationError, KeyError, TypeError) as exc:
+    except (ValidationError, KeyError, TypeError, RuleError) as exc:
         raise ServiceError(f"unexpected {section} answer from the service: {exc}") from None
 
 
@@ -152,7 +155,8 @@ def apply(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the changes, make none")]
         = False,
     prune: Annotated[bool, typer.Option(
-        "--prune", help="Delete profiles, tools and skills the file's sections no longer name")]
+        "--prune",
+        help="Delete profiles, tools, skills and rules the file's sections no longer name")]
         = False,
     url: Url = DEFAULT_URL,
     token: Token = None,

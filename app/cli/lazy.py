@@ -28,6 +28,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "approvals": "app.cli.approvals:approvals",
     "gateway": "app.cli.gateway:gateway",
     "hook": "app.cli.hook:hook",
+    "rules": "app.cli.rules:rules",
 }
 
 

@@ -1,4 +1,4 @@
-"""`toolgate replay`: what a candidate policy (profile, tools, skills in a YAML file) would
+"""`toolgate replay`: what a candidate policy (profile, tools, skills, rules in a YAML file) would
 have answered to a window of stored decisions (SPEC §12), as a table of transitions; exit 1
 on the transition named by --fail-on, so a policy repository's CI can gate a change on last
 week's real traffic."""
@@ -12,7 +12,7 @@ import typer
 
 from app.cli.http import DEFAULT_URL, call, fail
 
-CANDIDATE_KEYS = ("profile", "tools", "skills")
+CANDIDATE_KEYS = ("profile", "tools", "skills", "rules")
 
 
 class FailOn(StrEnum):
@@ -22,7 +22,8 @@ class FailOn(StrEnum):
 
 
 def read_candidate(file: str) -> dict[str, Any]:
-    """The candidate in `file` (YAML: profile:, tools:, skills:); exit 2 naming the problem."""
+    """The candidate in `file` (YAML: profile:, tools:, skills:, rules:); exit 2 naming the
+    problem."""
     from app.policyfile.yamlfile import PolicyFileError, read_yaml
 
     try:
@@ -84,7 +85,7 @@ def render(answer: dict[str, Any]) -> list[str]:
 
 def replay(
     file: Annotated[str, typer.Option("-f", "--file",
-                                      help="candidate.yaml: profile:, tools:, skills:")],
+                                      help="candidate.yaml: profile:, tools:, skills:, rules:")],
     since: Annotated[str, typer.Option(help="Start of the window (RFC 3339)")],
     until: Annotated[str | None, typer.Option(help="End of the window (default: now)")] = None,
     project: Annotated[str | None, typer.Option(help="Only this project")] = None,

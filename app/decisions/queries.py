@@ -8,7 +8,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import Select, and_, case, cast, false, func, literal_column, or_, select
+from sqlalchemy import (
+    Select,
+    and_,
+    case,
+    cast,
+    exists,
+    false,
+    func,
+    literal,
+    literal_column,
+    or_,
+    select,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -93,6 +105,10 @@ class Filters:
     # True: records whose shadow verdict (SPEC §12) differs from the answer; False: those
     # with a shadow verdict that does not.
     shadow_changed: bool | None = None
+    # A coding agent (SPEC §20): the hook decisions whose detail.agent is this one.
+    agent: str | None = None
+    # A rule id (SPEC §18): the decisions that rule matched (detail.rules, shadow included).
+    rule: str | None = None
     dialect: str = "sqlite"  # set from the session by page() and stats()
 
     def apply(self, query: Select) -> Select:
@@ -118,13 +134,30 @@ class Filters:
             query = query.where(LogRecord.created_at < self.until)
         if self.projects is not None:
             query = query.where(LogRecord.project.in_(self.projects))
+        if self.agent is not None:
+            query = query.where(hook_agent(self.dialect, self.agent))
         if self.shadow_changed is not None:
             code, allowed = shadow_code(self.dialect), shadow_allowed(self.dialect)
             changed = or_(allowed != LogRecord.allowed,
                           func.coalesce(code, "") != func.coalesce(LogRecord.code, ""))
             query = query.where(has_shadow(self.dialect),
                                 changed if self.shadow_changed else ~changed)
+        if self.rule is not None:
+            query = query.where(matched_rule(self.dialect, self.rule))
         return query
+
+
+def matched_rule(dialect: str, rule: str) -> Any:
+    """Authorize records whose detail.rules names `rule`: a text test that skips most
+    records cheaply, then each database's JSON reading (JSONB containment on Postgres,
+    json_each on SQLite)."""
+    if dialect == "postgresql":
+        named = cast(LogRecord.detail, JSONB)["rules"].contains([{"id": rule}])
+    else:
+        entries = func.json_each(LogRecord.detail, "$.rules").table_valued("value")
+        named = exists(select(literal(1)).select_from(entries)
+                       .where(func.json_extract(entries.c.value, "$.id") == rule))
+    return and_(LogRecord.kind == "authorize", LogRecord.detail.like('%"rules":[%'), named)
 
 
 # The shadow verdict lives in the record's detail (so records verify as before): read
@@ -149,6 +182,20 @@ def shadow_allowed(dialect: str) -> Any:
 def has_shadow(dialect: str) -> Any:
     return and_(LogRecord.kind == "authorize", LogRecord.detail.like('%"shadow":{%'),
                 _shadow_field(dialect, "allowed").is_not(None))
+
+
+def hook_agent(dialect: str, agent: str) -> Any:
+    """Authorize records made by a coding agent's hook (detail.agent, SPEC §20): a text
+    test on the canonical detail that skips most records cheaply, then each database's
+    JSON reading of the top-level field (an argument named `agent` is not it)."""
+    if dialect == "postgresql":
+        named = cast(LogRecord.detail, JSONB)["agent"].astext == agent
+    else:
+        named = func.json_extract(LogRecord.detail, "$.agent") == agent
+    text = orjson.dumps({"agent": agent}).decode()[1:-1]
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return and_(LogRecord.kind == "authorize",
+                LogRecord.detail.like(f"%{escaped}%", escape="\\"), named)
 
 
 async def page(session: AsyncSession, filters: Filters, *, before_seq: int | None,

@@ -85,14 +85,24 @@ async def list_decisions(
     error: CodeQuery = None,
     kind: Kind | None = None,
     shadow_changed: bool | None = None,
+    agent: Annotated[str | None, Query(
+        pattern=r"^[a-z][a-z0-9-]{0,63}$",
+        description="A coding agent's hook decisions (`claude-code`, `gemini-cli`, ...): "
+                    "their detail.agent")] = None,
+    rule: NameQuery = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: str | None = None,
 ) -> Response:
+    """`rule`: the decisions a call rule matched (SPEC §18), shadow rules included."""
     filters = _filters(since, until, project=project, plan_id=plan_id, action_id=action_id,
                        tool=tool, allowed=allowed, code=code, error=error, kind=kind,
-                       projects=principal.project_list(), shadow_changed=shadow_changed)
-    # app/decisions/reader.py (it knows no shadow filter: those read the session).
-    reader = request.app.state.log_reader if shadow_changed is None else None
+                       projects=principal.project_list(), shadow_changed=shadow_changed,
+                       rule=rule)
+    # app/decisions/reader.py (it knows no shadow or rule filter: those read the session).
+    reader = (request.app.state.log_reader if shadow_changed is None and rule is None
+              else None)
+    if agent is not None:  # the reader knows no agent filter either
+        filters.agent, reader = agent, None
     before = _seq(cursor) if cursor else None
     rows = (await reader.page(filters, before_seq=before, limit=limit + 1) if reader else
             await queries.page(session, filters, before_seq=before, limit=limit + 1))

@@ -19,8 +19,8 @@ class ErrorClass:
 
 ERROR_CLASSES: tuple[ErrorClass, ...] = (
     ErrorClass("ToolRuntimeError", None, (), "Base of every tool-runtime deny."),
-    ErrorClass("ToolAccessDeniedError", "ToolRuntimeError", ("read_only",),
-               "A tool with writes=True in a read-only plan."),
+    ErrorClass("ToolAccessDeniedError", "ToolRuntimeError", ("read_only", "rule_denied"),
+               "A tool with writes=True in a read-only plan, or a call a deny rule matches."),
     ErrorClass("ToolCheckpointRequiredError", "ToolRuntimeError", ("checkpoint_required",),
                "Checkpoints are required and the tool is not checkpointable."),
     ErrorClass("ToolSafetyViolationError", "ToolRuntimeError",
@@ -105,6 +105,8 @@ LAYER_CHECKS: dict[str, tuple[CheckSpec, ...]] = {
 # transition guard (checks.check_plan_transition, seed 001 layer 4) and the pre-model
 # phrase screen (screening.screen_deny, seed 003) answer routes of their own.
 OTHER_CHECKS: tuple[CheckSpec, ...] = (
+    # Call rules (SPEC §18): evaluated before check 1, by app/policy/rules.
+    CheckSpec("rules", ("rule_denied",)),
     CheckSpec("registry", ("tool_not_activated",)),
     CheckSpec("plan_transition", ("plan_read_only",)),
     CheckSpec("screen", ("unsafe_phrase",)),

@@ -22,19 +22,24 @@ from urllib.parse import quote
 from pydantic import ValidationError
 
 from app.kit.schemas import Name, ProfileName, Strict
+from app.policy.rules import RuleError
+from app.policyfile.rules import RULE_FIELDS, rule_form, rule_problem
 from app.policyfile.yamlfile import Path, PolicyFileError, Problem, dotted, dump_yaml, read_yaml
 from app.profiles.schemas import ActionIn, ProfileChoice, ProfileIn
 from app.registry.schemas import ProjectSettingsIn, SkillIn, ToolDefIn
+from app.rules.schemas import RuleIn
 
 __all__ = ["Change", "Plan", "Policy", "PolicyFileError", "Problem", "State", "dump_yaml",
            "export_document", "from_answer", "load_policy", "make_plan", "read_yaml"]
 
 # In the order changes are sent: profiles first (the others name them); project settings
 # last, so a project's deny_unregistered_tools is turned on after its tools are registered.
-SECTIONS = ("profiles", "config", "projects", "actions", "tools", "skills", "settings")
-PRUNABLE = ("profiles", "tools", "skills")  # the others have no DELETE route
+SECTIONS = ("profiles", "config", "projects", "actions", "tools", "skills", "rules",
+            "settings")
+PRUNABLE = ("profiles", "tools", "skills", "rules")  # the others have no DELETE route
 KIND = {"profiles": "profile", "config": "config", "projects": "project",
-        "actions": "action", "tools": "tool", "skills": "skill", "settings": "settings of"}
+        "actions": "action", "tools": "tool", "skills": "skill", "rules": "rule",
+        "settings": "settings of"}
 # A project whose settings were never set has these (SPEC §9).
 DEFAULT_SETTINGS = {"deny_unregistered_tools": False, "approval_mode": "client_flag",
                     "shadow_profile": None}
@@ -49,6 +54,7 @@ class PolicyFileModel(Strict):
     actions: dict[Name, ActionIn] | None = None
     tools: dict[Name, ToolDefIn] | None = None
     skills: dict[Name, SkillIn] | None = None
+    rules: dict[Name, RuleIn] | None = None
     settings: dict[Name, ProjectSettingsIn] | None = None
 
 
@@ -71,7 +77,9 @@ def _tool(m: ToolDefIn) -> dict[str, Any]:
     return {"capability": m.capability.model_dump(), "safety_category": m.safety_category,
             "skill_category": m.skill_category, "path_args": list(dict.fromkeys(m.path_args)),
             # Only when not the default: exports of files that never name it stay as they were.
-            **({"human_approval": m.human_approval} if m.human_approval != "profile" else {})}
+            **({"human_approval": m.human_approval} if m.human_approval != "profile" else {}),
+            **({"shell": m.shell.model_dump()} if m.shell is not None else {}),
+            **({"url_args": list(dict.fromkeys(m.url_args))} if m.url_args else {})}
 
 
 def _skill(m: SkillIn) -> dict[str, Any]:
@@ -87,7 +95,7 @@ MODELS: dict[str, tuple[type, Any]] = {
     "profiles": (ProfileIn, _profile), "config": (ProfileChoice, _choice),
     "projects": (ProfileChoice, _choice), "actions": (ActionIn, _action),
     "tools": (ToolDefIn, _tool), "skills": (SkillIn, _skill),
-    "settings": (ProjectSettingsIn, _settings),
+    "rules": (RuleIn, rule_form), "settings": (ProjectSettingsIn, _settings),
 }
 
 
@@ -154,9 +162,25 @@ def load_policy(text: str, source: str = "<policy>") -> Policy:
         if section not in data:
             continue
         form = MODELS[section][1]
+        if section == "rules":
+            sections[section] = _rules(value, lines, source)
+            continue
         sections[section] = (form(value) if section == "config"
                              else {name: form(item) for name, item in value.items()})
     return Policy(sections, lines)
+
+
+def _rules(value: dict[str, RuleIn], lines: dict[Path, int], source: str) -> dict[str, Any]:
+    """Every rule compiled, as the service will when it is sent: the problems of all."""
+    forms, problems = {}, []
+    for name, item in value.items():
+        try:
+            forms[name] = rule_form(item)
+        except RuleError as exc:
+            problems.append(rule_problem(name, exc, lines))
+    if problems:
+        raise PolicyFileError(problems, source)
+    return forms
 
 
 # --- the service's state ------------------------------------------------------------------
@@ -174,7 +198,8 @@ FIELDS = {"profiles": ("description", "safety"), "config": ("automation_profile"
           "projects": ("automation_profile",),
           "actions": ("project", "read_only", "automation_profile", "safety_profile"),
           "tools": ("capability", "safety_category", "skill_category", "path_args",
-                    "human_approval"),
+                    "human_approval", "shell", "url_args"),
+          "rules": RULE_FIELDS,
           "skills": ("category", "unsafe_phrases"),
           "settings": tuple(DEFAULT_SETTINGS)}
 
@@ -299,7 +324,8 @@ def make_plan(policy: Policy, state: State, *, prune: bool = False,
                 changes.append(Change(op, section, name, body, _diff(before, body)))
     not_pruned: list[Change] = []
     if prune:
-        for section in ("tools", "skills", "profiles", "projects", "actions", "settings"):
+        for section in ("rules", "tools", "skills", "profiles", "projects", "actions",
+                        "settings"):
             if section not in want:
                 continue
             for name in sorted(set(have.get(section, {})) - set(want[section])):

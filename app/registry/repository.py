@@ -106,6 +106,8 @@ async def put_tool(
     skill_category: str | None,
     path_args: list[str],
     human_approval: str = "profile",
+    shell_arg: str | None = None,
+    url_args: list[str] | None = None,
 ) -> tuple[RegistryTool, bool, bool]:
     """Create or update `row` (what lock_tool returned); returns (tool, created, changed).
     An identical PUT changes nothing and leaves the registry version alone."""
@@ -114,6 +116,7 @@ async def put_tool(
         "unsafe": unsafe, "safety_category": safety_category,
         "skill_category": skill_category, "path_args": path_args,
         "human_approval": human_approval,
+        "shell_arg": shell_arg, "url_args": url_args or None,
     }
     now = utcnow()
     if row is None:

@@ -56,6 +56,8 @@ def _tool(row: RegistryTool) -> dict[str, Any]:
         "skill_category": row.skill_category,
         "path_args": row.path_args,
         "human_approval": row.human_approval,
+        "shell": {"arg": row.shell_arg} if row.shell_arg is not None else None,
+        "url_args": list(row.url_args or ()),
         "created_at": row.created_at,
         "updated_at": row.updated_at,
     }
@@ -76,6 +78,8 @@ async def put_tool(name: NameParam, body: ToolDefIn, session: Session, registry:
         safety_category=body.safety_category, skill_category=body.skill_category,
         path_args=list(dict.fromkeys(body.path_args)),
         human_approval=body.human_approval,
+        shell_arg=body.shell.arg if body.shell is not None else None,
+        url_args=list(dict.fromkeys(body.url_args)),
     )
     if changed:
         registry.invalidate_on_commit(session)
@@ -87,7 +91,11 @@ async def put_tool(name: NameParam, body: ToolDefIn, session: Session, registry:
 
 
 def _tool_config(row: RegistryTool) -> dict[str, Any]:
-    return {k: v for k, v in _tool(row).items() if k not in ("created_at", "updated_at")}
+    config = {k: v for k, v in _tool(row).items() if k not in ("created_at", "updated_at")}
+    for key, empty in (("shell", None), ("url_args", [])):
+        if config[key] == empty:  # audit records of tools without them stay as they were
+            del config[key]
+    return config
 
 
 @router.get("/tools", response_model=ToolList)

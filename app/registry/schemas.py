@@ -40,6 +40,13 @@ class ToolCapabilityIn(Strict):
         return self
 
 
+class ShellIn(Strict):
+    """A shell tool (SPEC §18): the argument that holds its command line, which rules
+    parse into simple commands (docs/rules.md)."""
+
+    arg: ArgName
+
+
 class ToolDefIn(Stored):
     capability: ToolCapabilityIn
     # Required: the seed's guarantee "is only as good as the category you wrote".
@@ -50,6 +57,10 @@ class ToolDefIn(Stored):
     # "required": check 6 applies to this tool in every plan with a profile, even one that
     # does not require approval (SPEC §17, docs/registry.md); "profile": as it says.
     human_approval: HumanApproval = "profile"
+    # SPEC §18: a shell tool's command-line argument, and the arguments holding URLs (the
+    # hosts rules' `domains` match).
+    shell: ShellIn | None = None
+    url_args: Annotated[list[ArgName], Field(max_length=100)] = Field(default_factory=list)
 
 
 class ToolCapabilityOut(BaseModel):
@@ -66,6 +77,8 @@ class ToolOut(BaseModel):
     skill_category: str | None
     path_args: list[str]
     human_approval: HumanApproval = "profile"
+    shell: ShellIn | None = None
+    url_args: list[str] = Field(default_factory=list)
     created_at: datetime
     updated_at: datetime
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -33,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.kit.singleflight import SharedReads
 from app.policy.model import RegisteredTool
 from app.policy.profiles import SafetyProfile
+from app.policy.rules import EMPTY_RULESET, RuleSet
 from app.profiles import service as profile_service
 from app.registry import repository as registry_repo
 from app.registry.tables import ProjectSettings, RegistryTool
@@ -91,6 +92,8 @@ def registered_tool(row: RegistryTool) -> RegisteredTool:
         skill_category=row.skill_category,
         path_args=tuple(row.path_args or ()),
         requires_approval=row.human_approval == "required",
+        shell_arg=row.shell_arg,
+        url_args=tuple(row.url_args or ()),
     )
 
 
@@ -115,9 +118,15 @@ async def _shadows(session: AsyncSession,
 class RegistryCache:
     """Registered tools and each project's settings, refreshed by version."""
 
-    def __init__(self, *, ttl: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, *, ttl: float = 1.0, clock: Callable[[], float] = time.monotonic,
+                 rules: Callable[[AsyncSession], Awaitable[RuleSet]] | None = None) -> None:
         self.ttl = ttl
         self._clock = clock
+        # Call rules (SPEC §18) travel with the registry's version: `rules` (the rules
+        # feature's loader, wired by main.py) compiles them into one immutable RuleSet on
+        # each reload; decisions read it from memory and test `.empty` first.
+        self._load_rules = rules
+        self.rules: RuleSet = EMPTY_RULESET
         self._tools: dict[str, RegisteredTool] = {}
         self._projects: dict[str, ProjectConfig] = {}
         self._deny_projects: frozenset[str] = frozenset()  # for the hot path's one lookup
@@ -200,6 +209,8 @@ class RegistryCache:
                     self.facts = {name: facts for name, config in self._projects.items()
                                   if (facts := settings_facts(config)) is not None}
                     self.shadows = await _shadows(session, self._projects)
+                    if self._load_rules is not None:
+                        self.rules = await self._load_rules(session)
                     self._version = snapshot.version
         if generation == self._generation:
             self._checked_at = started  # the bound counts from the read, not its end
@@ -238,6 +249,20 @@ class RegistryCache:
 
     def __len__(self) -> int:
         return len(self._tools)
+
+
+async def lock(session: AsyncSession) -> None:
+    """Serialise this transaction with every registry writer (the registry lock): for
+    features whose changes travel with the registry's version, as call rules do."""
+    await registry_repo.lock_registry(session)
+
+
+async def changed(session: AsyncSession, cache: RegistryCache) -> None:
+    """Something decisions read through the registry cache changed in this transaction
+    (call rules, SPEC §18): bump the version, so every replica reloads it, and this
+    process's cache once the transaction commits."""
+    await registry_repo.bump_registry_version(session)
+    cache.invalidate_on_commit(session)
 
 
 class ShadowProjects:

@@ -28,6 +28,10 @@ class RegistryTool(Base):
     # the plan's profile says.
     human_approval: Mapped[str] = mapped_column(String(16), default="profile",
                                                 server_default="profile")
+    # SPEC §18: the argument holding a shell tool's command line ("shell": {"arg": ...}),
+    # and the arguments whose values are URLs; None for rows written before them.
+    shell_arg: Mapped[str | None] = mapped_column(String(200))
+    url_args: Mapped[list | None] = mapped_column(Json)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 

@@ -21,7 +21,9 @@ from app.policy.checks import evaluate, unregistered
 from app.policy.denies import LAYER_CHECKS
 from app.policy.model import LAYERS, Capability, Context, Layer, RegisteredTool, Tool
 from app.policy.profiles import SafetyProfile
+from app.policy.rules import RuleSet
 from app.policy.tool import MissingCapability, effective_tool
+from app.replay import rules as replay_rules
 
 ALLOW = "allow"
 # The verdict of a call the candidate would refuse before any check: an unregistered tool
@@ -45,6 +47,8 @@ class Candidate:
 
     profile: SafetyProfile | None = None
     tools: dict[str, RegisteredTool | None] = field(default_factory=dict)
+    # Call rules that replace every decision's (None: each decision's as recorded).
+    rules: RuleSet | None = None
 
 
 class Unreplayable(Exception):
@@ -67,7 +71,8 @@ def reads_spend(profile: SafetyProfile | None) -> bool:
 
 def replay(detail: dict[str, Any], *, tool_name: str, plan_id: str | None,
            action_id: str | None, plan_profile: SafetyProfile | None,
-           candidate: Candidate, spend: tuple[float, float] | None = None) -> str:
+           candidate: Candidate, spend: tuple[float, float] | None = None,
+           project: str | None = None) -> str:
     """The verdict ("allow" or a deny code) of one recorded decision under `candidate`.
     `plan_profile`: the plan's locked profile (plan-bound decisions, when the candidate
     brings none). `spend`: the plan's and its project's spent + held as of the decision,
@@ -127,9 +132,39 @@ def replay(detail: dict[str, Any], *, tool_name: str, plan_id: str | None,
                     recorded["unsafe"], recorded["destructive"], recorded["skill_category"],
                     recorded["args"], tuple(recorded["path_args"]), recorded["registered"],
                     bool(recorded.get("requires_approval")))
+    if candidate.rules is None:
+        if replay_rules.denied_as_recorded(detail):
+            return "rule_denied"
+        asked = replay_rules.asked_as_recorded(detail)
+        if tool_name in candidate.tools:
+            tool = replay_rules.as_recorded(tool, detail)
+    else:
+        if masked.get("args") or "HOME" in masked.get("variables", ()):
+            raise Unreplayable(MASKED)  # rules read the arguments and HOME
+        if tool_name not in candidate.tools:
+            tool = replay_rules.unruled(tool, detail)
+            shell_arg, url_args = recorded.get("shell_arg"), tuple(recorded.get("url_args", ()))
+            read_only = bool((capability or {}).get("read_only"))
+        else:
+            entry = candidate.tools[tool_name]
+            shell_arg = entry.shell_arg if entry is not None else None
+            url_args = entry.url_args if entry is not None else ()
+            read_only = entry.read_only if entry is not None else False
+        ruled = replay_rules.outcome(candidate.rules, tool, detail, plan_id=plan_id,
+                                     project=project, action_id=action_id,
+                                     shell_arg=shell_arg, url_args=url_args,
+                                     read_only=read_only)
+        if ruled.deny is not None:
+            return "rule_denied"
+        tool = replay_rules.applied(ruled, tool)
+        asked = ruled.ask is not None
     _check_masked(masked, tool, context, profile)
     if profile is None or not profile.allowed_skill_categories:
         result = evaluate(tool, context, profile, layer=layer)
+        if result.allowed and asked and profile is None and layer is Layer.RUNTIME:
+            # An ask rule asks on a decision without a profile too (app/authorize/rules.py).
+            asking = replay_rules.ask_without_profile(tool, context)
+            return ALLOW if asking is None else asking.code
         return verdict(result.allowed, result.deny.code if result.deny else None)
     # The skill-category check costs as much as the list is long (a membership test and a
     # message that names every category): it runs here on a set, the other checks on the

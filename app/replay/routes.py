@@ -19,6 +19,7 @@ from app.replay.deps import ReplayerDep
 from app.replay.engine import Candidate
 from app.replay.schemas import ReplayIn, ReplayOut
 from app.replay.service import Window
+from app.rules.service import compile_set
 from app.store.engine import WRITE_OPTION
 
 router = APIRouter(prefix="/v1", route_class=JSONRoute, tags=["replay"])
@@ -50,7 +51,12 @@ async def replay(body: ReplayIn, sessions: Sessions, principal: PrincipalDep,
         raise NotFound(f"project '{body.project}' does not exist", project=body.project)
     window = Window(since=since, until=until, project=body.project, plan_id=body.plan_id,
                     tool=body.tool, projects=principal.project_list())
-    candidate = Candidate(profile=body.candidate.profile, tools=body.candidate.registered())
+    rules = body.candidate.rules
+    candidate = Candidate(profile=body.candidate.profile, tools=body.candidate.registered(),
+                          rules=None if rules is None else compile_set(
+                              {rule_id: rule.model_dump(exclude_none=True)
+                               for rule_id, rule in rules.items()},
+                              prefix="candidate.rules."))
     answer = await replayer.run(window, candidate, examples=body.examples)
     sent = body.candidate.model_dump(mode="json")
     async with sessions() as session, session.begin():

@@ -11,6 +11,7 @@ from app.kit.schemas import INTEGRAL, DateTime, Name, Strict
 from app.policy.model import RegisteredTool
 from app.policy.profiles import CategoryName, SafetyProfile
 from app.registry.schemas import SkillIn, ToolDefIn
+from app.rules.schemas import RuleIn
 
 # The most a candidate may hold (docs/replay.md): 1,000 tools, 1,000 skills and 1,000
 # allowed_skill_categories (as a skill's unsafe_phrases), each category at most 200
@@ -37,6 +38,9 @@ class CandidateIn(Strict):
                      Field(max_length=MAX_CANDIDATE_ENTRIES)] = Field(default_factory=dict)
     skills: Annotated[dict[Name, SkillIn | None],
                       Field(max_length=MAX_CANDIDATE_ENTRIES)] = Field(default_factory=dict)
+    # Call rules by id (SPEC §18): they replace the rules decisions were made under, whole
+    # ({}: no rule at all); absent, each decision's rules are taken as recorded.
+    rules: Annotated[dict[Name, RuleIn], Field(max_length=MAX_CANDIDATE_ENTRIES)] | None = None
 
     def registered(self) -> dict[str, RegisteredTool | None]:
         return {name: None if body is None else RegisteredTool(
@@ -45,7 +49,9 @@ class CandidateIn(Strict):
             read_only=body.capability.read_only,
             destructive=body.safety_category == "destructive",
             skill_category=body.skill_category, path_args=tuple(body.path_args),
-            requires_approval=body.human_approval == "required")
+            requires_approval=body.human_approval == "required",
+            shell_arg=body.shell.arg if body.shell is not None else None,
+            url_args=tuple(body.url_args))
             for name, body in self.tools.items()}
 
 

@@ -246,7 +246,8 @@ class Replayer:
                     raise Unreplayable(LEGACY)  # its plan is gone: no profile to replay
             after = replay(detail, tool_name=tool, plan_id=plan_id, action_id=action_id,
                            plan_profile=plan_profile, candidate=candidate,
-                           spend=None if spend is None else spend.known(plan_id, project))
+                           spend=None if spend is None else spend.known(plan_id, project),
+                           project=project)
         except Unreplayable as skipped:
             if skipped.reason == MASKED:
                 tally.masked += 1

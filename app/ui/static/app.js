@@ -184,6 +184,7 @@ const VIEWS = [
   { id: "decisions", title: "Decisions", needs: ["decisions.read"], render: (p) => decisions(p) },
   { id: "approvals", title: "Approvals", needs: ["approvals.read"], render: (p) => approvals(p) },
   { id: "plans", title: "Plans", needs: ["plans.read"], render: (p) => plans(p) },
+  { id: "rules", title: "Rules", needs: ["rules.read"], render: (p) => rules(p) },
   { id: "audit", title: "Audit", needs: ["audit.verify", "audit.export"], render: (p) => audit(p), any: true },
 ];
 // The page is for operators: a key that can neither read the log nor decide approvals
@@ -233,7 +234,7 @@ function route() {
   const operator = OPERATOR.some(may);
   // The navigation offers only what this key may open: nothing at all to a non-operator.
   const usable = operator ? VIEWS.filter(visible) : [];
-  const here = name === "decision" ? "decisions" : name === "approval" ? "approvals" : (name || "").split("?")[0];
+  const here = name === "decision" ? "decisions" : name === "approval" ? "approvals" : name === "rule" ? "rules" : (name || "").split("?")[0];
   nav.replaceChildren(...usable.map((v) =>
     el("a", { href: "#" + v.id, id: "nav-" + v.id, class: here === v.id ? "active" : "" }, v.title)));
   if (!operator) {
@@ -241,6 +242,7 @@ function route() {
   }
   if (name === "decision" && rest) return guarded("decisions", () => decisionDetail(decodeURIComponent(rest.split("?")[0])));
   if (name === "approval" && rest) return guarded("approvals", () => approvalDetail(decodeURIComponent(rest.split("?")[0])));
+  if (name === "rule" && rest) return guarded("rules", () => ruleDetail(decodeURIComponent(rest.split("?")[0])));
   const view = VIEWS.find((v) => v.id === (name || "").split("?")[0]) || usable[0];
   if (!view) return show(notAllowed(`This key (role ${me.role}) may read none of the page's views.`));
   guarded(view.id, () => view.render(params));

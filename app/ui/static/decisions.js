@@ -3,7 +3,7 @@
 // outcome, replay, config).
 "use strict";
 
-const FILTERS = ["kind", "since", "until", "project", "plan_id", "tool", "allowed", "code", "shadow_changed"];
+const FILTERS = ["kind", "since", "until", "project", "plan_id", "tool", "allowed", "code", "shadow_changed", "rule"];
 const KINDS = ["authorize", "plan", "resolve", "screen", "approval", "outcome", "replay", "config", "any"];
 const DECISION_KINDS = ["authorize", "plan", "resolve", "screen"];
 
@@ -77,6 +77,7 @@ async function decisions(params) {
   el("label", {}, "code", el("input", { name: "code", id: "filter-code", value: filters.code, size: 18 })),
   el("label", {}, "shadow", el("select", { name: "shadow_changed", id: "filter-shadow" },
     [["", "any"], ["true", "differs"], ["false", "agrees"]].map(([v, t]) => el("option", { value: v, selected: filters.shadow_changed === v }, t)))),
+  el("label", {}, "rule", el("input", { name: "rule", id: "filter-rule", value: filters.rule, size: 14 })),
   el("button", { type: "submit", class: "primary" }, "Filter"),
   el("a", { href: "#decisions" }, "clear"));
   const pageOf = (list) => "decisions" + query({ ...filters, cursors: list.join(",") });
@@ -152,7 +153,8 @@ async function decisionDetail(id) {
       decision ? el("div", { class: "panel", id: "profile" }, el("h2", {}, "Profile"), fields([
         ["profile", profileLabel(d.profile_name, d.profile_version, d.provenance, detail.is_default)],
         ["provenance", d.provenance], ["name", d.profile_name], ["version", d.profile_version]])) : null,
-      d.shadow ? shadowPanel(d) : null),
+      d.shadow ? shadowPanel(d) : null,
+      rulesPanel(d)),
     detail.deny_details ? [el("h2", {}, "Deny details"), json(detail.deny_details)] : null,
     decision ? [el("h2", {}, "Tool"), json(detail.tool || null),
       el("h2", {}, "Context (masked as logged)"), json(detail.context || null)] : [el("h2", {}, "Detail"), json(detail)],

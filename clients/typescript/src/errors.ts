@@ -66,7 +66,10 @@ export class ToolgateDeny extends Error {
 
 /** Root of the runtime (ToolRuntime._enforce_capabilities) denies. */
 export class ToolRuntimeError extends ToolgateDeny {}
-/** Read-only plan violation (check `read_only`). */
+/**
+ * Read-only plan violation (check `read_only`), or a call a deny rule matches (check
+ * `rules`, code `rule_denied`; `details.rule` names the rule).
+ */
 export class ToolAccessDeniedError extends ToolRuntimeError {}
 /** Checkpointing required but the tool is not checkpointable. */
 export class ToolCheckpointRequiredError extends ToolRuntimeError {}
@@ -120,7 +123,7 @@ export class UnsafeRequestRejectedError extends ToolgateDeny {}
 /** Class name -> the deny codes the service may send with it (SPEC §3). */
 export const CODES: Readonly<Record<string, readonly string[]>> = Object.freeze({
   ToolRuntimeError: [],
-  ToolAccessDeniedError: ["read_only"],
+  ToolAccessDeniedError: ["read_only", "rule_denied"],
   ToolCheckpointRequiredError: ["checkpoint_required"],
   ToolSafetyViolationError: ["unsafe_tool", "skill_category_missing", "skill_category_not_allowed"],
   ToolSandboxRequiredError: ["sandbox_required"],

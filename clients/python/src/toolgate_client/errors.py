@@ -127,7 +127,8 @@ class ToolRuntimeError(ToolgateDeny):
 
 
 class ToolAccessDeniedError(ToolRuntimeError):
-    """Read-only plan violation (check ``read_only``)."""
+    """Read-only plan violation (check ``read_only``), or a call a deny rule matches
+    (check ``rules``, code ``rule_denied``; ``details["rule"]`` names the rule)."""
 
 
 class ToolCheckpointRequiredError(ToolRuntimeError):
@@ -217,7 +218,7 @@ class UnsafeRequestRejectedError(ToolgateDeny):
 #: class name -> the deny codes the service may send with it (SPEC §3)
 CODES: dict[str, tuple[str, ...]] = {
     "ToolRuntimeError": (),
-    "ToolAccessDeniedError": ("read_only",),
+    "ToolAccessDeniedError": ("read_only", "rule_denied"),
     "ToolCheckpointRequiredError": ("checkpoint_required",),
     "ToolSafetyViolationError": (
         "unsafe_tool",
