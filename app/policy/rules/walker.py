@@ -8,7 +8,7 @@ import threading
 from dataclasses import dataclass
 
 import tree_sitter_bash
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Language, Node, Parser, Tree
 
 from app.policy.rules.options import has_c, script_operand, skip_options
 from app.policy.rules.variables import BINDERS, Bindings
@@ -25,6 +25,8 @@ from app.policy.rules.wrappers import (
 
 MAX_DEPTH = 8
 MAX_LINE_CHARS = 100_000
+PARSE_BUDGET = 1000  # tree-sitter progress reports: a line of a script makes about one
+SMALL_LINE = 1024   # shorter lines are parsed without counting (cheap whatever their shape)
 
 _LANGUAGE = Language(tree_sitter_bash.language())
 _local = threading.local()  # a tree-sitter Parser is not to be shared between threads
@@ -47,6 +49,34 @@ class Analysis:
     opaque: str | None = None   # why no classify rule may apply
     writes: bool = False        # output redirected to a file
     unanalysable: str | None = None  # why every deny rule matches
+
+
+def _parse(source: bytes) -> Tree | None:
+    """The tree, or None when parsing takes more than PARSE_BUDGET progress reports.
+
+    tree-sitter-bash is slow on some shapes (a long `a | b | ...` costs it about 40 us a
+    command); the budget counts tree-sitter's own progress reports, not time, so a line
+    gets the same answer on a busy machine: a pipeline of 10,000 commands is refused
+    (cannot be analysed, about 150 ms of parsing at most), a script of a few hundred lines
+    or a here-document of thousands is not."""
+    parser = _parser()
+    if len(source) < SMALL_LINE:
+        return parser.parse(source)
+    reports = 0
+
+    def read(offset: int, _point: object) -> bytes:
+        return source[offset:offset + 65536]
+
+    def progress(_offset: int, _has_error: bool) -> bool:
+        nonlocal reports
+        reports += 1
+        return reports > PARSE_BUDGET
+
+    try:
+        return parser.parse(read, progress_callback=progress)
+    except ValueError:  # cancelled
+        parser.reset()
+        return None
 
 
 def _parser() -> Parser:
@@ -91,7 +121,10 @@ class Walker:
             # The shell never sees past a NUL (a C string); what runs is not what is read.
             self.cannot("holds a NUL character")
             return
-        tree = _parser().parse(text.encode("utf-8", "surrogatepass"))
+        tree = _parse(text.encode("utf-8", "surrogatepass"))
+        if tree is None:
+            self.cannot("too costly to parse")
+            return
         if tree.root_node.has_error:
             self.cannot("does not parse")
             return

@@ -99,3 +99,14 @@ def test_any_argument_value_is_evaluated_never_an_error(value: object) -> None:
                                              url_args=("x",)))
     if not isinstance(value, str):
         assert outcome.deny is not None  # a non-string command cannot be analysed
+
+
+def test_parsing_has_a_budget_counted_in_work_not_time() -> None:
+    assert analyse("a | " * 10_000 + "a").unanalysable == "too costly to parse"
+    script = "\n".join(f"cd p{i} && npm test 2>&1 | tee log{i} || echo fail" for i in range(200))
+    assert analyse(script).unanalysable is None
+    heredoc = "cat > big.py <<'EOF'\n" + "print('x')\n" * 5000 + "EOF"
+    assert analyse(heredoc).unanalysable is None
+    # the parser is usable after a cancelled parse
+    assert analyse("git log -1 --format=%H").commands[0].words == ("git", "log", "-1",
+                                                                 "--format=%H")
