@@ -82,12 +82,14 @@ def _rfc8414(issuer: str) -> str:
 class Issuer:
     def __init__(self, issuer: str, *, timeout: float = 5.0, refresh_seconds: float = 60.0,
                  max_age_seconds: float = 3600.0, clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.issuer = issuer
         self.timeout = timeout
         self.refresh_seconds = refresh_seconds
         self.max_age_seconds = max_age_seconds
         self._clock = clock
+        self._wall = wall  # Unix seconds, for remembered tokens' exp
         self._transport = transport
         self._metadata: Metadata | None = None
         self._keys: KeySet | None = None
@@ -213,7 +215,7 @@ class Issuer:
         fetched first (none yet, stale, or an unknown key id). TokenRejected when invalid."""
         if nonce is None:
             hit = self._valid.get((token, audience))
-            if hit is not None and hit[1] == self._generation and time.time() < hit[2] \
+            if hit is not None and hit[1] == self._generation and self._wall() < hit[2] \
                     and self._clock() - self._loaded_at < self.max_age_seconds:
                 return hit[0]
         kid = self._kid(token)
@@ -252,7 +254,8 @@ class Issuer:
         if nonce is not None:
             options["nonce"] = {"essential": True, "value": nonce}
         try:
-            JWTClaimsRegistry(leeway=LEEWAY_SECONDS, **options).validate(claims)
+            JWTClaimsRegistry(now=int(self._wall()), leeway=LEEWAY_SECONDS,
+                              **options).validate(claims)
         except JoseError as exc:
             raise TokenRejected(f"claim not accepted: {exc.description or exc.error}") \
                 from None

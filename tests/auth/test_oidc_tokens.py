@@ -157,6 +157,30 @@ async def test_the_key_set_is_bounded_and_kept_when_the_provider_goes_down():
         await never.verify(token(), audience=AUDIENCE)
 
 
+async def test_a_remembered_token_is_refused_once_expired_or_its_key_set_changes():
+    idp = FakeIdP()
+    wall, mono = [time.time()], [0.0]
+    issuer = Issuer(ISSUER, transport=idp.transport(), wall=lambda: wall[0],
+                    clock=lambda: mono[0])
+    short = token(exp=int(wall[0]) + 10)
+    await issuer.verify(short, audience=AUDIENCE)
+    assert issuer.verify_cached(short, audience=AUDIENCE)["sub"] == "alice"  # remembered
+    wall[0] += 10 + 30 + 1  # past exp and the leeway: checked again, and refused
+    with pytest.raises(TokenRejected):
+        issuer.verify_cached(short, audience=AUDIENCE)
+    # A remembered token whose key the provider withdrew: refused after the next fetch.
+    wall[0] = time.time()
+    good = token()
+    await issuer.verify(good, audience=AUDIENCE)
+    idp.keys = [RSAKey.generate_key(2048, parameters={"kid": "k9"}).as_dict(private=False)]
+    mono[0] += 3601  # the set is stale: fetched again when next used
+    with pytest.raises(TokenRejected):
+        await issuer.verify(good, audience=AUDIENCE)
+    # Another audience is another entry: never answered from this one's.
+    with pytest.raises(TokenRejected):
+        await issuer.verify(token(), audience="http://127.0.0.1:1/other")
+
+
 # --- the gateway's listener ------------------------------------------------------------
 
 def resource(idp: FakeIdP) -> tuple[OAuthResource, list[dict]]:
