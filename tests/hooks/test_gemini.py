@@ -190,3 +190,29 @@ async def test_an_unknown_event_or_agent_is_a_deny(client, agent):
                           headers=agent)
     verdict = command.verdict(r.content, "PreToolUse")
     assert verdict.outcome == "blocked" and "invalid_hook_url" in verdict.reason
+
+
+async def test_decisions_are_listed_by_agent(client, agent):
+    """GET /v1/decisions?agent= (SPEC §20): the hook decisions of that agent only; an
+    argument named `agent` is not the agent."""
+    await apply_mapping(client)  # Claude Code's tools too
+    _, by_gemini = await ask(client, agent, "before_write_file")
+    claude_body = {"session_id": "c-1", "cwd": "/work/repo", "hook_event_name": "PreToolUse",
+                   "tool_name": "Write", "tool_use_id": "toolu_agent",
+                   "tool_input": {"file_path": "/work/repo/a", "content": "x",
+                                  "agent": "gemini-cli"}}
+    r = await client.post("/v1/hooks/claude-code?action=coding", json=claude_body,
+                          headers=agent)
+    by_claude = command.verdict(r.content, "PreToolUse")
+    assert by_claude.outcome == "allow", by_claude
+
+    async def listed(name: str) -> list[str]:
+        r = await client.get("/v1/decisions", params={"agent": name})
+        assert r.status_code == 200, r.text
+        return [d["decision_id"] for d in r.json()["items"]]
+
+    assert await listed("gemini-cli") == [decision_id(by_gemini)]
+    assert await listed("claude-code") == [decision_id(by_claude)]
+    assert await listed("codex") == []
+    r = await client.get("/v1/decisions", params={"agent": "Gemini CLI"})
+    assert r.status_code == 422 and "agent" in r.text
