@@ -25,6 +25,7 @@ from app.policy.rules.wrappers import (
 
 MAX_DEPTH = 8
 MAX_LINE_CHARS = 100_000
+MAX_WORDS = 2000  # in all the simple commands of a line (a cost bound, as the budget)
 PARSE_BUDGET = 1000  # tree-sitter progress reports: a line of a script makes about one
 SMALL_LINE = 1024   # shorter lines are parsed without counting (cheap whatever their shape)
 
@@ -95,6 +96,7 @@ class Walker:
         self.writes = False
         self.unanalysable: str | None = None
         self.scopes: list[Bindings] = []
+        self.words = 0
 
     # -- outcomes ---------------------------------------------------------------------
     def cannot(self, why: str) -> None:
@@ -263,7 +265,12 @@ class Walker:
                 args.extend(child.named_children)
             else:
                 args.append(child)
-        words = [word_of(group, walk) for group in group_words(args)]
+        groups = group_words(args)
+        self.words += len(groups)
+        if self.words > MAX_WORDS:
+            self.cannot(f"more than {MAX_WORDS} words")
+            return
+        words = [word_of(group, walk) for group in groups]
         if not words:
             for r in redirects:
                 self.redirect(r, depth, shell=False)

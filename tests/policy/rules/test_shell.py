@@ -110,3 +110,8 @@ def test_parsing_has_a_budget_counted_in_work_not_time() -> None:
     # the parser is usable after a cancelled parse
     assert analyse("git log -1 --format=%H").commands[0].words == ("git", "log", "-1",
                                                                  "--format=%H")
+
+
+def test_a_line_of_too_many_words_is_not_analysed() -> None:
+    assert analyse("git add " + " ".join(f"f{i}.py" for i in range(1500))).unanalysable is None
+    assert analyse("echo " + "w " * 2500).unanalysable == "more than 2000 words"
