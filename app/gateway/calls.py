@@ -10,7 +10,6 @@ import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -21,12 +20,11 @@ from toolgate_client import AsyncClient, ToolgateError
 from app.gateway import mapping
 from app.gateway.config import GatewayConfig
 from app.gateway.pins import Pins, PinsUnavailable
+from app.gateway.sessions import ClientLink, Via, on_session
 from app.gateway.upstream import Upstream, UpstreamUnavailable
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
-
-    from app.gateway.sessions import ClientLink
 
 log = logging.getLogger("toolgate.gateway")
 
@@ -36,19 +34,6 @@ REGISTRY_SECONDS = 10.0  # how long the list of registered tools is trusted
 
 # Asks the client's user to confirm a destructive call: True only on accept + confirm.
 Confirm = Callable[[str, dict[str, Any]], Awaitable[bool]]
-
-
-@dataclass
-class Via:
-    """Where a forwarded request goes: a handshake-era client's own upstream session
-    (`link`, sessions.py) or, without one, the gateway's shared session; the client's
-    request (`session`, `request_id`) that what the upstream says meanwhile rides, and
-    where the upstream's progress notifications go."""
-
-    link: ClientLink | None = None
-    session: Any = None
-    request_id: Any = None
-    progress: Any = None
 
 
 class NoDecision(Exception):
@@ -137,20 +122,6 @@ class Gate:
         if link is not None and server in link.tools:
             return link.tools[server]
         return self.upstreams[server].tools
-
-    async def list_own(self, link: ClientLink) -> None:
-        """List every upstream on the client's own sessions (one that fails keeps the
-        shared listing)."""
-        for server, upstream in self.upstreams.items():
-            if not upstream.up:
-                continue
-            try:
-                client = await link.client(server)
-                listing = await upstream.request(_list_tools, client)
-            except UpstreamUnavailable as exc:
-                log.debug("gateway: %s not listed on a client's session: %s", server, exc)
-                continue
-            link.tools[server] = {tool.name: tool for tool in listing}
 
     def list_tools(self, link: ClientLink | None = None) -> list[types.Tool]:
         """The union in a fixed order (servers as configured, each server's own order);
@@ -256,7 +227,7 @@ class Gate:
         upstream = self.upstreams[server]
         link = via.link if via is not None else None
         if link is not None and tool not in self.tools_of(server, link) and upstream.up:
-            await self.list_own(link)  # called before this client listed: list now
+            await link.list_tools()  # called before this client listed: list now
         if tool not in self.tools_of(server, link):
             return error_result(f"unknown tool {name!r}: server {server!r} has not listed it"
                                 + ("" if upstream.up else f" (it is down: {upstream.reason})"))
@@ -344,7 +315,7 @@ class Gate:
         meta = {"decision_id": decision_id, "allowed": True}
         error: str | None = None
         try:
-            result = await self.on_session(
+            result = await on_session(
                 upstream, via, lambda client: upstream.call(tool, args, via=client,
                                                             progress=via.progress))
         except UpstreamUnavailable as exc:
@@ -354,6 +325,7 @@ class Gate:
         except BaseException:
             # Cancelled by the client (notifications/cancelled) or the client went away
             # (SPEC §19): the allow still gets its outcome.
+            log.info("gateway: call of decision %s cancelled", decision_id)
             self.book(decision_id, upstream, tool, args, "cancelled")
             raise
         else:
@@ -367,26 +339,6 @@ class Gate:
         # gateway drains what is left when it stops (drain_reports).
         self.book(decision_id, upstream, tool, args, error)
         return result
-
-    async def on_session(self, upstream: Upstream, via: Via,
-                         op: Callable[[Any], Awaitable[Any]]) -> Any:
-        """`op(client)` on the client's own session with `upstream` (None: the shared
-        one), with the request marked in flight; a failed own session is dropped."""
-        link = via.link
-        if link is None:
-            return await op(None)
-        client = await link.client(upstream.name)
-        if via.session is not None:
-            link.begin(upstream.name, via.session, via.request_id)
-        try:
-            return await op(client)
-        except UpstreamUnavailable as exc:
-            if exc.broken:
-                link.drop(upstream.name, client)
-            raise
-        finally:
-            if via.session is not None:
-                link.end(upstream.name, via.session, via.request_id)
 
     def book(self, decision_id: str, upstream: Upstream, tool: str, args: dict[str, Any],
              error: str | None) -> None:
@@ -411,18 +363,6 @@ class Gate:
                 args_sha256=args_sha256(args))
         except Exception as exc:  # the call has run: the record stays without an outcome
             log.warning("gateway: outcome of decision %s not reported: %s", decision_id, exc)
-
-
-async def _list_tools(client: Any) -> list[types.Tool]:
-    tools: list[types.Tool] = []
-    cursor: str | None = None
-    for _ in range(100):  # a paginator that never ends cannot hang the gateway
-        page = await client.list_tools(cursor=cursor)
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            break
-    return tools
 
 
 def _client_args(body: dict[str, Any]) -> dict[str, Any]:

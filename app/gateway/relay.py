@@ -25,8 +25,8 @@ from mcp_types import INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from app.gateway import mapping
-from app.gateway.calls import META, UNAVAILABLE, Gate, NoDecision, Via
-from app.gateway.sessions import open_link
+from app.gateway.calls import META, UNAVAILABLE, Gate, NoDecision
+from app.gateway.sessions import Via, on_session, open_link
 from app.gateway.upstream import Upstream, UpstreamUnavailable
 
 log = logging.getLogger("toolgate.gateway")
@@ -34,6 +34,7 @@ log = logging.getLogger("toolgate.gateway")
 DENIED = -32001  # a resources/read toolgate denied (or could not decide: fail closed)
 RESOURCE_NOT_FOUND = -32002  # the spec's code for a resource no upstream serves
 PAGES = 100  # a paginator that never ends cannot hang the gateway
+FIRST_CONNECT_SECONDS = 30.0  # as server.py: a first request waits for the first tries
 RELAYED = ("prompts", "resources", "logging", "completions")
 
 
@@ -75,7 +76,10 @@ class Relay:
                  if u.capabilities is not None]
         return not known or any(getattr(c, capability) is not None for c in known)
 
-    def _serving(self, capability: str) -> list[Upstream]:
+    async def _serving(self, capability: str) -> list[Upstream]:
+        """The upstreams that are up and declared `capability` (a client's first request
+        waits, once, for every upstream's first try, as tools/list does)."""
+        await self.gate.first_attempts(FIRST_CONNECT_SECONDS)
         return [u for u in self.gate.upstreams.values()
                 if u.up and u.capabilities is not None
                 and getattr(u.capabilities, capability) is not None]
@@ -86,7 +90,7 @@ class Relay:
         the upstream reaches the client as it came."""
         via = self.via(ctx)
         try:
-            return await self.gate.on_session(
+            return await on_session(
                 upstream, via, lambda client: upstream.request(op, client, errors_as_is=True))
         except UpstreamUnavailable as exc:
             raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
@@ -96,7 +100,7 @@ class Relay:
         """`op` on every upstream that serves `capability`, in the configured order; one
         that fails is left out and logged, never fatal to the others."""
         results = []
-        for upstream in self._serving(capability):
+        for upstream in await self._serving(capability):
             try:
                 results.append((upstream.name, await self._on(ctx, upstream, op)))
             except MCPError as exc:
@@ -153,7 +157,7 @@ class Relay:
             await self.list_templates(ctx, None)
             server = self._owner_known(uri)
         if server is None:
-            serving = self._serving("resources")
+            serving = await self._serving("resources")
             if len(serving) != 1:
                 raise MCPError(RESOURCE_NOT_FOUND, f"no upstream lists the resource {uri}",
                                {"uri": uri})

@@ -178,7 +178,7 @@ def build_server(gate: Gate, tools_changed: ToolsChanged | None = None) -> Serve
         await gate.first_attempts(FIRST_CONNECT_SECONDS)
         link = relay.via(ctx).link
         if link is not None:
-            await gate.list_own(link)
+            await link.list_tools()
         await gate.check_pins(link)
         return types.ListToolsResult(tools=gate.list_tools(link))
 

@@ -17,6 +17,8 @@ on that request alone."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -34,6 +36,40 @@ log = logging.getLogger("toolgate.gateway")
 
 CLOSE_SECONDS = 5.0  # closing one client's upstream sessions waits at most this long
 LINK_KEY = "toolgate_link"  # in Connection.state
+
+
+@dataclass
+class Via:
+    """Where a forwarded request goes: a handshake-era client's own upstream session
+    (`link`, sessions.py) or, without one, the gateway's shared session; the client's
+    request (`session`, `request_id`) that what the upstream says meanwhile rides, and
+    where the upstream's progress notifications go."""
+
+    link: ClientLink | None = None
+    session: Any = None
+    request_id: Any = None
+    progress: Any = None
+
+
+async def on_session(upstream: Upstream, via: Via,
+                     op: Callable[[Client | None], Awaitable[Any]]) -> Any:
+    """`op(client)` on the client's own session with `upstream` (None: the gateway's
+    shared one), with the request marked in flight; a failed own session is dropped."""
+    link = via.link
+    if link is None:
+        return await op(None)
+    client = await link.client(upstream.name)
+    if via.session is not None:
+        link.begin(upstream.name, via.session, via.request_id)
+    try:
+        return await op(client)
+    except UpstreamUnavailable as exc:
+        if exc.broken:
+            link.drop(upstream.name, client)
+        raise
+    finally:
+        if via.session is not None:
+            link.end(upstream.name, via.session, via.request_id)
 
 
 class _Own:
@@ -88,9 +124,11 @@ class ClientLink:
         self._in_flight: dict[str, list[tuple[ServerSession, Any]]] = {}
 
     def start(self) -> None:
-        """Open a session with every upstream (in the background)."""
-        for name in self.upstreams:
-            self._session(name)
+        """Open a session with every upstream that is up (in the background); one that
+        is down is tried on this client's first request for it."""
+        for name, upstream in self.upstreams.items():
+            if upstream.up:
+                self._session(name)
 
     def _session(self, name: str) -> _Own:
         own = self._own.get(name)
@@ -115,6 +153,20 @@ class ClientLink:
             raise UpstreamUnavailable(f"upstream {name}: no session for this client"
                                       + (f": {own.error}" if own.error else ""))
         return own.client
+
+    async def list_tools(self) -> None:
+        """List every upstream that is up on this client's own sessions (one that fails
+        keeps the gateway's shared listing)."""
+        for name, upstream in self.upstreams.items():
+            if not upstream.up:
+                continue
+            try:
+                client = await self.client(name)
+                listing = await upstream.request(_list_tools, client)
+            except UpstreamUnavailable as exc:
+                log.debug("gateway: %s not listed on a client's session: %s", name, exc)
+                continue
+            self.tools[name] = {tool.name: tool for tool in listing}
 
     def drop(self, name: str, client: Client) -> None:
         """The session failed under a request (the process died, a deadline passed):
@@ -206,6 +258,18 @@ class ClientLink:
             return types.ErrorData(code=INTERNAL_ERROR,
                                    message=f"the gateway's client did not answer: "
                                            f"{text_of(exc)}")
+
+
+async def _list_tools(client: Client) -> list[types.Tool]:
+    tools: list[types.Tool] = []
+    cursor: str | None = None
+    for _ in range(100):  # a paginator that never ends cannot hang the gateway
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools
 
 
 async def _quietly(send: Any) -> None:

@@ -5,8 +5,12 @@ upstream without an allow. `python recording_server.py RECORD [--http PORT] [--l
 
 Tools: `read_note` (read-only), `write_note` (destructive), `fail` (answers isError),
 `crash` (the process exits mid-call), `hang` (never answers), `echo` (no annotations),
-`grow` (adds a tool `grown_N` and says the list changed: `notifications/tools/list_changed`
-on 2025-11-25, its `subscriptions/listen` stream on 2026-07-28)."""
+`steps` (reports progress `n` times), `grow` (adds a tool `grown_N` and says the list
+changed: `notifications/tools/list_changed` on 2025-11-25, its `subscriptions/listen`
+stream on 2026-07-28).
+
+Resources: `note://first` listed, and the template `file:///{+path}` whose reads return
+the URI (never a file); every read is recorded as the tool `resources:read`."""
 
 from __future__ import annotations
 
@@ -54,6 +58,9 @@ TOOLS = [
     types.Tool(name="echo", description="Echoes its arguments", input_schema=_schema()),
     types.Tool(name="grow", description="Adds a tool", input_schema=_schema(),
                annotations=types.ToolAnnotations(read_only_hint=True)),
+    types.Tool(name="steps", description="Reports progress `n` times, then answers",
+               input_schema=_schema(n="integer"),
+               annotations=types.ToolAnnotations(read_only_hint=True)),
 ]
 
 
@@ -79,6 +86,11 @@ async def on_call_tool(ctx: ServerRequestContext[Any],
         else:
             await ctx.session.send_tool_list_changed()
         return types.CallToolResult(content=[types.TextContent(text=name)])
+    if params.name == "steps":
+        n = int(args.get("n") or 0)
+        for step in range(1, n + 1):
+            await ctx.session.report_progress(step, n)
+        return types.CallToolResult(content=[types.TextContent(text=f"{n} steps")])
     if params.name == "fail":
         return types.CallToolResult(content=[types.TextContent(text="it failed")],
                                     is_error=True)
