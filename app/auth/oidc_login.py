@@ -28,7 +28,7 @@ from app.auth.keys import Principal
 from app.auth.oidc import MAX_BYTES, Issuer, IssuerUnavailable, TokenRejected
 from app.auth.principals import normal
 from app.auth.roles import Role
-from app.auth.sessions import SessionStore, SignedIn
+from app.auth.sessions import SessionStore, SignedIn, TooManyLogins
 from app.config import Settings
 
 SESSION_COOKIE = "toolgate_session"
@@ -132,9 +132,13 @@ class People:
                                     "or token endpoint")
         state, nonce = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
         verifier = secrets.token_urlsafe(48)
-        cookie = await self.store.begin_login(
-            {"state": state, "nonce": nonce, "verifier": verifier,
-             "redirect_uri": redirect_uri}, LOGIN_SECONDS)
+        try:
+            cookie = await self.store.begin_login(
+                {"state": state, "nonce": nonce, "verifier": verifier,
+                 "redirect_uri": redirect_uri}, LOGIN_SECONDS)
+        except TooManyLogins:
+            raise SignInFailed(503, "too many sign-ins are under way: try again in a few "
+                                    "minutes") from None
         query = urlencode({
             "response_type": "code", "client_id": self.client_id,
             "redirect_uri": redirect_uri, "scope": self.scopes, "state": state,
@@ -170,6 +174,11 @@ class People:
         except IssuerUnavailable as exc:
             raise SignInFailed(503, f"the identity provider's keys could not be read: {exc}") \
                 from None
+        # OpenID Connect Core 3.1.3.7: a token for several audiences names us as its azp.
+        aud = claims.get("aud")
+        if isinstance(aud, list) and len(aud) > 1 and claims.get("azp") != self.client_id:
+            raise SignInFailed(401, "the ID token is not valid: several audiences and "
+                                    "another authorized party (azp)")
         signed_in = self.person(claims)
         return await self.store.create(signed_in, self.session_seconds)
 

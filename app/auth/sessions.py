@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.auth.keys import Principal
@@ -29,6 +29,13 @@ from app.auth.tables import PersonSession
 from app.store.engine import WRITE_OPTION
 
 LOGIN, SESSION = "login", "session"
+# Sign-ins under way are written before anyone is known: at most this many live at once
+# (each lives 10 minutes), so a client looping on /ui/login cannot grow the table unbounded.
+MAX_LOGINS = 10_000
+
+
+class TooManyLogins(Exception):
+    pass
 
 
 def _hash(secret: str) -> str:
@@ -106,6 +113,11 @@ class SessionStore:
         async with self._writing() as session:
             await session.execute(delete(PersonSession)
                                   .where(PersonSession.expires_at <= datetime.now(UTC)))
+            live = (await session.execute(
+                select(func.count()).select_from(PersonSession)
+                .where(PersonSession.kind == LOGIN))).scalar_one()
+        if live >= MAX_LOGINS:
+            raise TooManyLogins(f"{live} sign-ins are under way")
         secret, _ = await self._add(LOGIN, data, lifetime)
         return secret
 

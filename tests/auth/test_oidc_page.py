@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from app.auth.tables import PersonSession
 from app.config import Settings
@@ -160,6 +161,28 @@ async def test_sign_out_ends_the_session_and_a_stale_cookie_is_refused(page):
     assert r.status_code == 401
     # API keys keep working beside sessions.
     assert (await admin.get("/v1/whoami")).json()["key_id"] == "admin-token"
+
+
+async def test_a_session_ends_at_its_lifetime(page):
+    """Bounded: past expires_at (here moved into the past) the cookie is refused, 401."""
+    browser, admin = page
+    await sign_in(browser, "alice")
+    async with admin.app.state.sessions() as session, session.begin():
+        await session.execute(update(PersonSession).where(PersonSession.kind == "session")
+                              .values(expires_at=datetime.now(UTC) - timedelta(seconds=1)))
+    store = admin.app.state.auth.people.store
+    store._cache.clear()  # as on another replica, or once the cache's second is over
+    r = await browser.get("/v1/whoami")
+    assert r.status_code == 401 and r.json()["error"]["code"] == "session_expired"
+
+
+async def test_sign_ins_under_way_are_bounded(page, monkeypatch):
+    browser, admin = page
+    monkeypatch.setattr("app.auth.sessions.MAX_LOGINS", 3)
+    answers = [(await browser.get("/ui/login")).status_code for _ in range(5)]
+    assert answers == [302, 302, 302, 503, 503]
+    r = await browser.get("/ui/login")
+    assert "too many sign-ins" in r.text
 
 
 async def test_a_callback_not_begun_here_or_replayed_makes_no_session(page):

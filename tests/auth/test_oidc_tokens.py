@@ -228,6 +228,8 @@ async def test_the_gateway_refuses_bad_tokens_and_passes_none_on():
 # --- the page's callback -----------------------------------------------------------------
 
 ID_BAD = {
+    "several audiences, azp another client": dict(aud=["toolgate-page", "other"],
+                                                  azp="other"),
     "wrong issuer": dict(iss="https://evil.example.test"),
     "wrong audience": dict(aud="another-client"),
     "expired": dict(exp=int(time.time()) - 120),
