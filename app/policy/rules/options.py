@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.policy.rules.words import Word
-from app.policy.rules.wrappers import Wrapper
+from app.policy.rules.wrappers import URL_VALUE_OPTIONS, Wrapper
 
 SHELL_VALUE_OPTIONS = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
 
@@ -81,3 +81,32 @@ def skip_options(w: Wrapper, rest: list[Word]) -> tuple[int | None, bool, list[W
                 continue
         return i, True, lines
     return i, False, lines
+
+
+def url_operands(values: frozenset[str], rest: list[Word]) -> list[Word]:
+    """The words of a URL command (`curl`, `wget`) that are URLs: its operands and the
+    values of `--url`, read with its table of options that take a value."""
+    urls: list[Word] = []
+    i = 0
+    while i < len(rest):
+        t = rest[i].text
+        if t == "--":
+            urls.extend(rest[i + 1:])
+            break
+        if t.startswith("-") and t != "-":
+            key = t.split("=", 1)[0]
+            if key in URL_VALUE_OPTIONS:
+                if "=" in t:
+                    urls.append(Word(t.split("=", 1)[1]))
+                elif i + 1 < len(rest):
+                    urls.append(rest[i + 1])
+                i += 1 if "=" in t else 2
+                continue
+            if not t.startswith("--") and len(t) > 2:  # -sSLo FILE, -oFILE
+                i += 2 if f"-{t[-1]}" in values and t[:2] not in values else 1
+                continue
+            i += 2 if key in values and "=" not in t else 1
+            continue
+        urls.append(rest[i])
+        i += 1
+    return urls

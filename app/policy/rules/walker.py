@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser, Tree
 
-from app.policy.rules.options import has_c, script_operand, skip_options
+from app.policy.rules.options import has_c, script_operand, skip_options, url_operands
 from app.policy.rules.variables import BINDERS, Bindings
 from app.policy.rules.words import Word, group_words, with_unknowns, word_of
 from app.policy.rules.wrappers import (
@@ -19,6 +19,7 @@ from app.policy.rules.wrappers import (
     OTHER_DIALECTS,
     SHELLS,
     SUBCOMMANDS,
+    URL_COMMANDS,
     WRAPPERS,
     Wrapper,
 )
@@ -307,6 +308,9 @@ class Walker:
                     if part.isidentifier():
                         self.scopes[-1].spoil(part)
         key = name.lower()
+        if key in URL_COMMANDS:
+            for url in url_operands(URL_COMMANDS[key], words[1:]):
+                self.url(url)
         wrapper, rest = WRAPPERS.get(key), words[1:]
         if wrapper is None and rest:
             wrapper = SUBCOMMANDS.get((key, rest[0].text))
@@ -398,6 +402,14 @@ class Walker:
             self.scopes[-1].deferred.append((w, w.start))
             return
         self.add(w.text if known else with_unknowns(w), dynamic=not known)
+
+    def url(self, w: Word) -> None:
+        """An operand of a URL command: a URL of any scheme (`ftp://`, `scp://` reach a
+        host too), `http://` when it has none."""
+        text = w.text if w.literal else with_unknowns(w)
+        if "://" not in text[:24]:
+            text = "http://" + text
+        self.urls[text] = None
 
     def add(self, text: str, *, dynamic: bool) -> None:
         """A word's path and URL candidates."""

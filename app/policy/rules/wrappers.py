@@ -166,3 +166,37 @@ OTHER_DIALECTS = frozenset({"pwsh", "powershell", "powershell.exe", "pwsh.exe", 
 SHELLS = frozenset(name for name, w in WRAPPERS.items() if w.how == "shell")
 # Files output may be redirected to without writing anything.
 NULL_DEVICES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"})
+
+# Commands whose operands are URLs even without a scheme (`curl evil.example`): the
+# options that take a value (the value is not a URL, except `--url`'s). An option not
+# listed is taken to take none, so its next word counts as a URL: a deny or ask rule on
+# `domains` may then match more, never less.
+_CURL_VALUES = (
+    "-o --output -H --header -d --data --data-raw --data-binary --data-urlencode --json "
+    "-X --request -u --user -A --user-agent -e --referer -b --cookie -c --cookie-jar "
+    "-F --form --form-string -T --upload-file -w --write-out -m --max-time -x --proxy "
+    "-U --proxy-user --connect-timeout --retry --retry-delay --retry-max-time --cacert "
+    "--capath -E --cert --key --pass --resolve --connect-to -K --config -r --range "
+    "-z --time-cond -C --continue-at --limit-rate -y --speed-time -Y --speed-limit "
+    "--max-filesize --max-redirs --interface --dns-servers -Q --quote --oauth2-bearer "
+    "--variable --expand-url --aws-sigv4 --output-dir --create-dirs --unix-socket "
+    "--abstract-unix-socket -D --dump-header --trace --trace-ascii --stderr")
+_WGET_VALUES = (
+    "-O --output-document -o --output-file -a --append-output -P --directory-prefix "
+    "-U --user-agent --header --post-data --post-file --body-data --body-file --method "
+    "-t --tries -T --timeout --wait -w --user --password --http-user --http-password "
+    "--load-cookies --save-cookies --ca-certificate --certificate --private-key "
+    "-e --execute -l --level -A --accept -R --reject -D --domains -X --exclude-directories "
+    "-i --input-file -B --base --limit-rate -Q --quota --referer")
+URL_COMMANDS: dict[str, frozenset[str]] = {
+    "curl": frozenset(_CURL_VALUES.split()),
+    "wget": frozenset(_WGET_VALUES.split()),
+    "http": frozenset("-a --auth -A --auth-type --verify --cert --cert-key -o --output "
+                      "--session --session-read-only -p --print".split()),
+    "https": frozenset("-a --auth -A --auth-type --verify --cert --cert-key -o --output "
+                       "--session --session-read-only -p --print".split()),
+    "xh": frozenset("-a --auth -A --auth-type --verify --cert --cert-key -o --output "
+                    "--session -p --print".split()),
+}
+# Options whose value is a URL.
+URL_VALUE_OPTIONS = frozenset({"--url"})
