@@ -98,7 +98,10 @@ async def agent(client):
 
 
 async def test_every_gemini_cli_tool_is_decided_with_a_decision_id(client, agent):
-    """None is refused as unregistered (issue 42: seven were, with no decision id)."""
+    """None is refused as unregistered (issue 42: seven were, with no decision id). The
+    shell's command line is where call rules read it (SPEC §18)."""
+    shell = (await client.get("/v1/tools/run_shell_command")).json()
+    assert shell["shell"] == {"arg": "command"}
     for number, name in enumerate(GEMINI_TOOLS):
         body = {**fixture("before_read_file"), "tool_name": name,
                 "tool_input": {"n": number}}
