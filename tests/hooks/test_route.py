@@ -280,3 +280,23 @@ async def test_calls_of_a_named_gateway_are_left_to_it_and_no_others(client, age
     named_alike = await hook(client, pre("mcp__toolgate_x__t", {}, tool_use_id="t3"), agent,
                              query=query)
     assert permission(named_alike)[0] == "deny"
+
+
+@pytest.mark.parametrize(("tool", "tool_input"), [
+    ("Bash", {"command": "rm -rf /"}),
+    ("Write", {"file_path": "/etc/passwd", "content": "x"}),
+])
+async def test_no_gateway_name_covers_a_built_in_tool(client, agent, tool, tool_input):
+    """`?gateway=` names MCP servers: only an `mcp__SERVER__tool` name can be a gateway's
+    call (SPEC §20). A gateway named like a built-in tool, or a body that adds fields of
+    its own, does not let the built-in through: it is decided (denied) and recorded."""
+    body = pre(tool, tool_input, mcp_context={"server_name": "toolgate"},
+               server_name="toolgate")
+    answer = await hook(client, body, agent,
+                        query=f"?action=coding&gateway=toolgate&gateway={tool}")
+    decision, reason = permission(answer)
+    assert decision == "deny" and "MCP gateway" not in reason, reason
+    decision_id = reason.rsplit("[decision ", 1)[1].rstrip("]")
+    stored = (await client.get(f"/v1/decisions/{decision_id}")).json()
+    assert (stored["tool"], stored["allowed"], stored["detail"]["agent"]) == (
+        tool, False, "claude-code")
