@@ -22,22 +22,32 @@ from app.policy.rules.model import (
     RuleMatch,
     RuleOutcome,
 )
-from app.policy.rules.pathmatch import glob_may_match, matches_path, may_match, resolve
+from app.policy.rules.pathmatch import (
+    glob_may_match,
+    matches_path,
+    may_match,
+    readings,
+    resolve,
+)
 from app.policy.rules.shell import Analysis, analyse
 
 MAX_CACHED_TOOLS = 4096
+MAX_CACHED_OUTCOMES = 4096
 
 
 class RuleSet:
     """Compiled rules, global and of every project, sorted by rule_id; immutable. The
-    rules that may apply to a (project, tool name) are found once and remembered."""
+    rules that may apply to a (project, tool name) are found once and remembered, and so is
+    the outcome for a shell call when none of them reads `args` or `expr` (it is then a
+    function of the command line, the paths, the URLs, the root and home only)."""
 
-    __slots__ = ("rules", "empty", "_candidates")
+    __slots__ = ("rules", "empty", "_candidates", "_outcomes")
 
     def __init__(self, rules: Iterable[CompiledRule]) -> None:
         self.rules: tuple[CompiledRule, ...] = tuple(sorted(rules, key=lambda r: r.rule_id))
         self.empty = not self.rules
         self._candidates: dict[tuple[str | None, str], tuple[CompiledRule, ...]] = {}
+        self._outcomes: dict[tuple[Any, ...], RuleOutcome] = {}
 
     def candidates(self, project: str | None, tool: str) -> tuple[CompiledRule, ...]:
         key = (project, tool)
@@ -76,6 +86,7 @@ class _Facts:
         self._hosts: list[str] | None = None
         self._paths: list[tuple[str, bool]] | None = None
         self._resolved: list[str | None] | None = None
+        self._readings: list[tuple[str, ...]] | None = None
         self._cel: dict[str, Any] | None = None
 
     @property
@@ -109,6 +120,13 @@ class _Facts:
             self._resolved = [None if dynamic else resolve(text, call.sandbox_root, call.home)
                               for text, dynamic in self.paths()]
         return self._resolved
+
+    def readings(self) -> list[tuple[str, ...]]:
+        if self._readings is None:
+            call = self.call
+            self._readings = [readings(p, call.sandbox_root, call.home) if p else ()
+                              for p in self.resolved()]
+        return self._readings
 
     def hosts(self) -> list[str]:
         if self._hosts is None:
@@ -165,7 +183,8 @@ def _paths(rule: CompiledRule, facts: _Facts, lenient: bool) -> str | None:
     root, home = call.sandbox_root, call.home
     paths = facts.paths()
     first = ""  # classify: every path (of none, vacuously) matches
-    for (text, dynamic), resolved in zip(paths, facts.resolved(), strict=True):
+    for (text, dynamic), resolved, reads in zip(paths, facts.resolved(), facts.readings(),
+                                                strict=True):
         if dynamic:
             if not lenient:
                 return None
@@ -176,7 +195,7 @@ def _paths(rule: CompiledRule, facts: _Facts, lenient: bool) -> str | None:
             if lenient:
                 return text
             return None
-        hit = may_match(pathset, resolved, root, home, lenient) and matches_path(
+        hit = may_match(pathset, reads, root=root, home=home, lenient=lenient) and matches_path(
             patterns, resolved, root=root, home=home, lenient=lenient)
         if lenient and hit:
             return resolved
@@ -234,12 +253,38 @@ def _match(rule: CompiledRule, facts: _Facts) -> str | None:
     return next((m for m in found if m), facts.call.tool_name)
 
 
+def _memo_key(call: RuleCall, project: str | None,
+              rules: tuple[CompiledRule, ...]) -> tuple[Any, ...] | None:
+    if call.shell_arg is None or any(r.args is not None or r.expr is not None for r in rules):
+        return None
+    line = call.args.get(call.shell_arg)
+    if not isinstance(line, str):
+        return None
+    return (project, call.tool_name, line, call.sandbox_root, call.home,
+            tuple(tuple(_values(call.args.get(n))) for n in call.path_args),
+            tuple(tuple(_values(call.args.get(n))) for n in call.url_args))
+
+
 def evaluate_rules(ruleset: RuleSet, call: RuleCall) -> RuleOutcome:
     if ruleset.empty:
         return NO_OUTCOME
-    rules = ruleset.candidates(call.plan.get("project") if call.plan else None, call.tool_name)
+    project = call.plan.get("project") if call.plan else None
+    rules = ruleset.candidates(project, call.tool_name)
     if not rules:
         return NO_OUTCOME
+    key = _memo_key(call, project, rules)
+    if key is not None:
+        known = ruleset._outcomes.get(key)
+        if known is None:
+            known = _evaluate(rules, call)
+            if len(ruleset._outcomes) >= MAX_CACHED_OUTCOMES:
+                ruleset._outcomes.clear()
+            ruleset._outcomes[key] = known
+        return known
+    return _evaluate(rules, call)
+
+
+def _evaluate(rules: tuple[CompiledRule, ...], call: RuleCall) -> RuleOutcome:
     facts = _Facts(call)
     matches: list[RuleMatch] = []
     first: dict[str, RuleMatch] = {}

@@ -210,20 +210,27 @@ def path_set(patterns: tuple[PathPattern, ...]) -> PathSet:
                    frozenset(p.base for p in patterns))
 
 
-def may_match(paths: PathSet, path: str, root: str | None, home: str | None,
-              lenient: bool) -> bool:
-    """False when no pattern can match `path` (the common case, decided by one regex)."""
-    if lenient and ((not home and "home" in paths.bases)
-                    or (not root and "root" in paths.bases)):
-        return True
-    readings = [path[1:]]
+def readings(path: str, root: str | None, home: str | None) -> tuple[str, ...]:
+    """Every string a pattern may be tried on for `path`: absolute (without its first
+    `/`), under the root, under home."""
+    out = [path[1:]]
     for base in (root, home):
         if base:
             rel = _under(path, posixpath.normpath(base))
             if rel is not None:
-                readings.append(rel)
+                out.append(rel)
+    return tuple(out)
+
+
+def may_match(paths: PathSet, reads: tuple[str, ...], *, root: str | None,
+              home: str | None, lenient: bool) -> bool:
+    """False when no pattern can match a path of these readings (the common case,
+    decided by one regex)."""
+    if lenient and ((not home and "home" in paths.bases)
+                    or (not root and "root" in paths.bases)):
+        return True
     search = paths.any_of.match
-    return any(search(r) or (lenient and search(r + "/")) for r in readings)
+    return any(search(r) or (lenient and search(r + "/")) for r in reads)
 
 
 @lru_cache(maxsize=256)

@@ -63,3 +63,18 @@ def test_a_rule_without_conditions_matches_every_call_of_its_tools() -> None:
     outcome = evaluate_rules(rules, RuleCall("mcp.delete", {}))
     assert outcome.ask is not None and outcome.ask.matched == "mcp.delete"
     assert evaluate_rules(rules, RuleCall("Bash", {})) is NO_OUTCOME
+
+
+def test_a_remembered_outcome_is_only_reused_for_the_same_call() -> None:
+    rules = build_ruleset([compile_rule("secrets", {"tools": ["Bash"], "effect": "deny",
+                                                     "when": {"paths": ["/app/.env"]}})])
+
+    def at(root: str):
+        return evaluate_rules(rules, RuleCall("Bash", {"command": "cat .env"},
+                                              shell_arg="command", sandbox_root=root))
+
+    assert at("/srv/app").deny is None
+    assert at("/repo").deny is None
+    assert evaluate_rules(rules, RuleCall("Bash", {"command": "cat app/.env"},
+                                          shell_arg="command", sandbox_root="/repo")).deny
+    assert at("/srv/app").deny is None  # remembered, and still right
