@@ -184,6 +184,7 @@ const VIEWS = [
   { id: "decisions", title: "Decisions", needs: ["decisions.read"], render: (p) => decisions(p) },
   { id: "approvals", title: "Approvals", needs: ["approvals.read"], render: (p) => approvals(p) },
   { id: "plans", title: "Plans", needs: ["plans.read"], render: (p) => plans(p) },
+  { id: "pins", title: "Pins", needs: ["pins.read"], render: () => pins() },
   { id: "rules", title: "Rules", needs: ["rules.read"], render: (p) => rules(p) },
   { id: "audit", title: "Audit", needs: ["audit.verify", "audit.export"], render: (p) => audit(p), any: true },
 ];
