@@ -4,6 +4,7 @@ through, reading the wrapper table (wrappers.py) for commands that run commands.
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
 
@@ -30,6 +31,8 @@ MAX_WORDS = 2000  # in all the simple commands of a line (a cost bound, as the b
 PARSE_BUDGET = 1000  # tree-sitter progress reports: a line of a script makes about one
 SMALL_LINE = 1024   # shorter lines are parsed without counting (cheap whatever their shape)
 
+_BARE_BACKTICK = re.compile(r"(?<!\\)`")
+_BACKTICK_ESCAPE = re.compile(r"\\([$`\\])")
 _LANGUAGE = Language(tree_sitter_bash.language())
 _local = threading.local()  # a tree-sitter Parser is not to be shared between threads
 
@@ -168,6 +171,18 @@ class Walker:
                       "process_substitution"):
             if kind in ("command_substitution", "process_substitution"):
                 self.hide("a substitution's output is a word of the line")
+                text = node.text.decode("utf-8", "surrogateescape") if node.text else ""
+                if text.startswith("`") and _BARE_BACKTICK.search(text, 1, len(text) - 1):
+                    # tree-sitter-bash misreads "` cmd`" after another backtick
+                    # substitution (its issue #278): one holding a bare backtick is not
+                    # what bash reads.
+                    self.cannot("a backtick substitution the parser misreads")
+                    return
+                if text.startswith("`") and "\\" in text:
+                    # Inside backticks, \` \$ \\ lose their backslash before the command
+                    # is read (so `echo \`rm x\`` runs rm): read the command as bash does.
+                    self.line(_BACKTICK_ESCAPE.sub(r"\1", text[1:-1]), depth + 1)
+                    return
             if self.deeper(depth + 1):
                 for child in node.named_children:
                     self.statement(child, depth + 1)
