@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import orjson
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.edge.errors import InvalidInput
@@ -67,8 +68,11 @@ class RuleBook:
 
     @staticmethod
     def _compile_stored(row: Rule) -> CompiledRule | None:
+        # Keys in one order on both databases (JSONB reorders an object's keys): a rule's
+        # `matched` (the first of its `args` that holds, say) is then the same everywhere.
+        body = orjson.loads(orjson.dumps(row.body, option=orjson.OPT_SORT_KEYS))
         try:
-            return compile_rule(row.rule_id, row.body, version=row.version)
+            return compile_rule(row.rule_id, body, version=row.version)
         except RuleError as exc:
             # Stored rules compiled when they were stored; one that no longer does (a
             # release that reads rules more strictly) is logged loudly and left out.
