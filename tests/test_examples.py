@@ -29,6 +29,10 @@ RUN_BY = {
                         "and tests/hooks/test_route.py",
     "gemini-cli.yaml": "tests/hooks/test_gemini_cli.py (applied with `toolgate apply`) and "
                        "tests/hooks/test_gemini.py",
+    **{f"{agent}.yaml": f"tests/agents/{test} (applied with `toolgate apply`) and "
+                        "tests/agents/test_payloads.py"
+       for agent, test in (("codex", "test_codex.py"), ("qwen-code", "test_qwen_code.py"),
+                           ("copilot-cli", "test_copilot_cli.py"))},
 }
 
 
