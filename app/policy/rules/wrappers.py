@@ -69,6 +69,7 @@ WRAPPERS: dict[str, Wrapper] = {
     "ionice": _w("exec", "-c --class -n --classdata -p --pid -P --pgid -u --uid",
                  "-t --ignore --", transparent=True),
     "nohup": _w("exec", "", "--", transparent=True),
+    "coproc": _w("exec"),  # `coproc cmd`: cmd runs, in the background (never classified)
     "setsid": _w("exec", "", "-c --ctty -f --fork -w --wait --", transparent=True),
     "timeout": _w("exec", "-k --kill-after -s --signal",
                   "--preserve-status --foreground -v --verbose --", operands=1,
