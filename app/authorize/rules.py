@@ -156,19 +156,24 @@ _TOOL_FIELDS = ("writes", "checkpointable", "unsafe", "destructive", "skill_cate
                 "requires_approval")
 
 
-def rules_detail(detail: dict[str, Any], outcome: RuleOutcome, unruled: Tool | None,
-                 registered: RegisteredTool | None) -> None:
+def rules_detail(detail: dict[str, Any], outcome: RuleOutcome, unruled: Tool | None
+                 ) -> None:
     """What the record keeps of the rules (only for decisions made with rules defined):
     every rule that matched, and what replay (SPEC §12) needs to evaluate candidate rules
-    on this call: the registry's shell and URL arguments, and the tool as it was before a
-    classify or ask rule changed it (`detail.tool` is what checks 1-10 saw)."""
+    on this call: the tool as it was before a classify or ask rule changed it
+    (`detail.tool` is what checks 1-10 saw)."""
     if outcome.matches:
         detail["rules"] = [match.as_record() for match in outcome.matches]
-    if registered is not None and registered.shell_arg is not None:
-        detail["tool"]["shell_arg"] = registered.shell_arg
-    if registered is not None and registered.url_args:
-        detail["tool"]["url_args"] = list(registered.url_args)
     recorded = detail["tool"]
     if unruled is not None and any(
             getattr(unruled, name) != recorded.get(name, False) for name in _TOOL_FIELDS):
         detail["before_rules"] = {name: getattr(unruled, name) for name in _TOOL_FIELDS}
+
+
+def shell_detail(detail: dict[str, Any], registered: RegisteredTool) -> None:
+    """A shell tool's command-line argument and a tool's URL arguments, in every record of
+    theirs (rules or not): replay evaluates candidate rules on them (SPEC §12, §18)."""
+    if registered.shell_arg is not None:
+        detail["tool"]["shell_arg"] = registered.shell_arg
+    if registered.url_args:
+        detail["tool"]["url_args"] = list(registered.url_args)

@@ -13,7 +13,14 @@ from app.approvals.service import ApprovalService
 from app.auth.keys import Principal
 from app.auth.scope import require_plan, stateless_forbidden
 from app.authorize.record import record_detail
-from app.authorize.rules import applied, asks, outcome_of, rules_detail, with_rules
+from app.authorize.rules import (
+    applied,
+    asks,
+    outcome_of,
+    rules_detail,
+    shell_detail,
+    with_rules,
+)
 from app.authorize.schemas import AuthorizeIn
 from app.authorize.wire import AuthorizeWire
 from app.edge.errors import Unavailable
@@ -356,7 +363,9 @@ def decide_with(
     if stored_read_only and not request.context.plan_read_only:
         record["detail"].setdefault("effective", {})["plan_read_only"] = True
     if outcome is not None:
-        rules_detail(record["detail"], outcome, unruled, registered)
+        rules_detail(record["detail"], outcome, unruled)
+    if registered is not None and (registered.shell_arg is not None or registered.url_args):
+        shell_detail(record["detail"], registered)
     if project is not None and (facts := registry.facts.get(project)) is not None:
         record["detail"]["settings"] = facts  # replay needs them too (shared, never mutated)
     if registry.shadows:  # empty unless some project has a shadow_profile: one test

@@ -52,29 +52,22 @@ def import_(
     token: Token = None,
 ) -> None:
     """Turn `permissions.deny`, `ask` and `allow` into deny, ask and classify rules (allow:
-    `{unsafe: false, safety_category: safe}`). Each rule is PUT as `claude-<effect>-<n>`;
-    an entry that cannot be mapped is printed (on standard error) and left out."""
+    `{unsafe: false, safety_category: safe}`). Each rule is PUT as
+    `claude-code-<list>-NNN`; an entry that cannot be mapped is printed (on standard
+    error) and left out."""
     import orjson
 
-    from app.policy.rules import RuleError, compile_rule
     from app.policy.rules.claude_import import import_claude_code
 
-    bodies, unmappable = import_claude_code(_read(settings))
-    items = bodies.items() if isinstance(bodies, dict) else (
-        (f"claude-{body['effect']}-{n}", body) for n, body in enumerate(bodies, 1))
+    bodies, unmappable = import_claude_code(_read(settings), project=project)
     sent = 0
-    for rule_id, body in items:
-        body = {**body, "project": project} if project is not None else dict(body)
-        try:
-            compile_rule(rule_id, body)
-        except RuleError as exc:
-            typer.echo(f"cannot map: {rule_id}: {exc.field}: {exc.message}", err=True)
-            continue
+    for rule_id, body in bodies.items():
         typer.echo(f"{'would put' if dry_run else 'put'} rule {rule_id}: "
                    + orjson.dumps(body).decode())
         if not dry_run:
             call("PUT", url, f"/v1/rules/{quote(rule_id, safe='')}", token=token, json=body)
             sent += 1
     for entry in unmappable:
-        typer.echo(f"cannot map: {entry}", err=True)
+        what = f"permissions.{entry['list']}" + (f" {entry['entry']}" if entry["entry"] else "")
+        typer.echo(f"cannot map {what}: {entry['reason']}", err=True)
     typer.echo(f"{sent} rule(s) sent" if not dry_run else "dry run: nothing sent")
