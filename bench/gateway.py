@@ -53,37 +53,101 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-async def latencies(url: str, token: str | None, name: str, calls: int) -> list[float]:
+async def latencies(url: str, token: str | None, name: str, calls: int,
+                    what: str = "call") -> list[float]:
+    """`what`: a tools/call, a resources/read of note://first, or a call of `steps` whose
+    10 progress notifications all arrive (a relayed progress stream)."""
+    async def once(client) -> None:
+        if what == "read":
+            assert (await client.read_resource("note://first")).contents
+            return
+        if what == "progress":
+            seen: list[float] = []
+
+            async def progress(value: float, total: float | None, message: str | None) -> None:
+                seen.append(value)
+            steps = name.replace(TOOL, "steps")
+            result = await client.call_tool(steps, {"n": 10}, progress_callback=progress)
+            assert not result.is_error and len(seen) == 10, (result, seen)
+            return
+        result = await client.call_tool(name, ARGS)
+        assert not result.is_error, result
+
     async with http_client(url, token or "-") as client:
         for _ in range(20):  # warm: connection, caches
-            await client.call_tool(name, ARGS)
+            await once(client)
         out = []
         for _ in range(calls):
             start = time.perf_counter()
-            result = await client.call_tool(name, ARGS)
+            await once(client)
             out.append(time.perf_counter() - start)
-            assert not result.is_error, result
         return out
 
 
 async def throughput(url: str, token: str | None, name: str, seconds: float,
-                     clients: int = 16) -> float:
+                     clients: int = 16, mode: str = "auto",
+                     cpu_of: int | None = None) -> float | tuple[float, float]:
+    """Calls/s of `clients` concurrent sessions, timed once every one is connected and
+    has made a first call. `mode` legacy: each client a 2025-11-25 session, with upstream
+    sessions of its own through the gateway; auto: 2026-07-28 stateless requests on the
+    shared ones. `cpu_of`: also the CPU ms that process spent per call (less sensitive to
+    other load on the machine than the rate)."""
     done = 0
+    ready = 0
+    go = anyio.Event()
+    start = stop_at = cpu_start = 0.0
 
     async def one() -> None:
-        nonlocal done
-        async with http_client(url, token or "-") as client:
+        nonlocal done, ready, start, stop_at, cpu_start
+        async with http_client(url, token or "-", mode=mode) as client:
             await client.call_tool(name, ARGS)
-            end = time.monotonic() + seconds
-            while time.monotonic() < end:
+            ready += 1
+            if ready == clients:  # the last one in starts the clock
+                start, cpu_start = time.monotonic(), _cpu_seconds(cpu_of)
+                stop_at = start + seconds
+                go.set()
+            await go.wait()
+            while time.monotonic() < stop_at:
                 await client.call_tool(name, ARGS)
                 done += 1
 
-    start = time.monotonic()
     async with anyio.create_task_group() as tasks:
         for _ in range(clients):
             tasks.start_soon(one)
-    return done / (time.monotonic() - start)
+    elapsed = time.monotonic() - start
+    rate = done / elapsed
+    if cpu_of is None:
+        return rate
+    return rate, (_cpu_seconds(cpu_of) - cpu_start) * 1000 / max(done, 1)
+
+
+def _cpu_seconds(pid: int | None) -> float:
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def idle_memory(gw, sessions: int) -> dict[str, float]:
+    """The gateway's RSS before and with `sessions` idle 2025-11-25 client sessions open
+    (each with its own upstream session)."""
+    from contextlib import AsyncExitStack
+
+    before = _rss_mib(gw.proc.pid)
+    async with AsyncExitStack() as stack:
+        for _ in range(sessions):
+            client = await stack.enter_async_context(http_client(gw.url, gw.token,
+                                                                 mode="legacy"))
+            await client.list_tools()  # its own upstream sessions are open
+        await anyio.sleep(1)
+        return {"before": before, "with_100": _rss_mib(gw.proc.pid)}
 
 
 async def authorize(url: str, token: str, plan_id: str, calls: int,
@@ -167,10 +231,21 @@ def main() -> int:
               f"load {load_start:.2f}")
         direct = anyio.run(latencies, direct_url, None, TOOL, args.calls)
         through = anyio.run(latencies, gw.url, gw.token, f"rec.{TOOL}", args.calls)
+        reads = {"direct": anyio.run(latencies, direct_url, None, TOOL, args.calls, "read"),
+                 "gateway": anyio.run(latencies, gw.url, gw.token, f"rec.{TOOL}", args.calls,
+                                      "read")}
+        steps = {"direct": anyio.run(latencies, direct_url, None, TOOL, args.calls // 5,
+                                     "progress"),
+                 "gateway": anyio.run(latencies, gw.url, gw.token, f"rec.{TOOL}",
+                                      args.calls // 5, "progress")}
         bare = anyio.run(authorize, tg.url, tg.agent_token, plan_id, args.calls)
         reported = anyio.run(authorize, tg.url, tg.agent_token, plan_id, args.calls, True)
         direct_rps = anyio.run(throughput, direct_url, None, TOOL, args.seconds)
-        gateway_rps = anyio.run(throughput, gw.url, gw.token, f"rec.{TOOL}", args.seconds)
+        gateway_rps, stateless_cpu = anyio.run(throughput, gw.url, gw.token, f"rec.{TOOL}",
+                                               args.seconds, 16, "auto", gw.proc.pid)
+        own_rps, own_cpu = anyio.run(throughput, gw.url, gw.token, f"rec.{TOOL}",
+                                     args.seconds, 16, "legacy", gw.proc.pid)
+        idle = anyio.run(idle_memory, gw, 100)
         pairs_rps = anyio.run(pairs, tg.url, tg.agent_token, plan_id, args.seconds)
         load_end = os.getloadavg()[0]
         profile = _profile(gw, args.calls, folder) if args.profile else None
@@ -189,6 +264,13 @@ def main() -> int:
         "throughput_16_clients": {"direct": direct_rps, "gateway": gateway_rps,
                                   "authorize_and_outcome_pairs": pairs_rps},
         "loadavg": load_start, "loadavg_end": load_end, "calls": args.calls,
+        "resource_read_ms": {k: {"p50": pct(v, .5), "p99": pct(v, .99)}
+                             for k, v in reads.items()},
+        "progress_10_steps_ms": {k: {"p50": pct(v, .5), "p99": pct(v, .99)}
+                                 for k, v in steps.items()},
+        "throughput_16_own_sessions": own_rps,
+        "gateway_cpu_ms_per_call": {"stateless": stateless_cpu, "own_sessions": own_cpu},
+        "gateway_rss_mib": idle,
     }
     if profile is not None:
         out["gateway_profile"] = profile
@@ -204,6 +286,17 @@ def main() -> int:
     print(f"16 clients: direct {direct_rps:.0f} calls/s, through the gateway "
           f"{gateway_rps:.0f} calls/s; toolgate alone: {pairs_rps:.0f} authorize+outcome "
           f"pairs/s")
+    for label, key in (("resources/read", "resource_read_ms"),
+                       ("call with 10 progress", "progress_10_steps_ms")):
+        d, g = out[key]["direct"], out[key]["gateway"]
+        print(f"{label:28}direct p50 {d['p50']:.2f} p99 {d['p99']:.2f}; through the gateway "
+              f"p50 {g['p50']:.2f} p99 {g['p99']:.2f} ms")
+    print(f"16 clients with upstream sessions of their own (2025-11-25): {own_rps:.0f} "
+          f"calls/s ({own_rps / gateway_rps:.2f}x the stateless clients'); gateway CPU per "
+          f"call {own_cpu:.2f} ms (stateless {stateless_cpu:.2f} ms)")
+    print(f"gateway memory (RSS): {idle['before']:.0f} MiB, with 100 idle client sessions "
+          f"{idle['with_100']:.0f} MiB ({(idle['with_100'] - idle['before']) * 1024 / 100:.0f}"
+          f" KiB each)")
     print(f"load average {load_start:.2f} at the start, {load_end:.2f} at the end")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "gateway.json").write_text(json.dumps(out, indent=2) + "\n")
