@@ -157,3 +157,38 @@ def test_a_tool_name_two_mappings_share_is_registered_alike():
         for name, entry in tools.items():
             first = seen.setdefault(name, (path.name, entry))
             assert entry == first[1], f"{name}: {first[0]} and {path.name} differ"
+
+
+@pytest.mark.parametrize(("agent", "name"), [
+    ("codex", "codex_pre_bash"), ("qwen-code", "qwen_pre_run_shell_command"),
+    ("copilot-cli", "copilot_pre_bash")])
+async def test_call_rules_read_each_agents_shell_command_line(client, key, agent, name):
+    """Each mapping names its shell's command argument (`shell.arg`), so a rule on command
+    lines (SPEC §18) decides the agent's shell calls: `ls` classified a read runs, `git
+    push` asks (in server mode: denied, naming the rule), anything else stays unsafe."""
+    await apply(client, agent)
+    admin_rules = {"project": None, "tools": ["Bash", "run_shell_command", "bash"]}
+    r = await client.put("/v1/rules/agents-reads", json={
+        **admin_rules, "when": {"command": ["ls:*"]}, "effect": "classify",
+        "capability": {"writes": False, "read_only": True, "unsafe": False},
+        "message": "reads only"})
+    assert r.status_code == 201, r.text
+    r = await client.put("/v1/rules/agents-no-push", json={
+        **admin_rules, "when": {"command": ["git push:*"]}, "effect": "deny",
+        "message": "no pushes from agents"})
+    assert r.status_code == 201, r.text
+
+    async def shell(command: str) -> Verdict:
+        body = fixture(name)
+        args = "toolArgs" if agent == "copilot-cli" else "tool_input"
+        body[args] = {**body[args], "command": command}
+        r = await client.post(f"/v1/hooks/claude-code?agent={agent}&action=coding",
+                              content=orjson.dumps(AGENTS[agent].to_claude(body)),
+                              headers=key)
+        return verdict(r.content, "PreToolUse")
+
+    assert (await shell("ls -la src")).outcome == "allow"
+    pushed = await shell("cd repo && git push origin main")
+    assert pushed.outcome == "blocked" and "no pushes from agents" in pushed.reason
+    other = await shell("rm -rf build")
+    assert other.outcome == "blocked" and "unsafe_tool" in other.reason
