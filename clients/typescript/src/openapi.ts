@@ -250,8 +250,10 @@ export interface paths {
          * @description The newest checkpoint of the log's head: `note` is the signed note (C2SP
          *     signed-note format), the other fields its content. `verifies` says whether its
          *     signature and the stored log at its `seq` still hold (`problem` says why not): what
-         *     the operators' page shows. An auditor checks the note itself (`toolgate audit
-         *     verify --checkpoint`), with a verifier key obtained elsewhere. 404 when nothing is
+         *     the operators' page shows. `signing_stopped`: the stored log contradicts it, so the
+         *     service signs no new checkpoint over that log (and GET /readyz says degraded). An
+         *     auditor checks the note itself (`toolgate audit verify --checkpoint`), with a verifier
+         *     key obtained elsewhere. 404 when nothing is
          *     signed (no TOOLGATE_LOG_SIGNING_KEY) or no checkpoint was taken yet.
          */
         get: operations["latest_checkpoint_v1_audit_checkpoint_get"];
@@ -419,7 +421,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Decisions, newest first, filtered and paged */
+        /**
+         * Decisions, newest first, filtered and paged
+         * @description `rule`: the decisions a call rule matched (SPEC §18), shadow rules included.
+         */
         get: operations["list_decisions_v1_decisions_get"];
         put?: never;
         post?: never;
@@ -495,6 +500,77 @@ export interface paths {
         get: operations["list_errors_v1_errors_get"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/gateway/pins": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Pins
+         * @description Every pin (or one server's), by server and tool, with the definition last seen
+         *     where it differs (`status`: `pinned`, `changed`, or `pending` = never pinned).
+         */
+        get: operations["list_pins_v1_gateway_pins_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/gateway/pins/{server}/{tool}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get Pin */
+        get: operations["get_pin_v1_gateway_pins__server___tool__get"];
+        /**
+         * Put Pin
+         * @description Pin the tool to `digest`: accept the definition a gateway saw (its digest is in the
+         *     pin's `seen`), or give the definition itself. Gateways list and pass its calls once
+         *     their definition has this digest.
+         */
+        put: operations["put_pin_v1_gateway_pins__server___tool__put"];
+        post?: never;
+        /**
+         * Delete Pin
+         * @description Forget the pin and what was seen: under `first_use` the next definition a gateway
+         *     sees is pinned; under `approve` the tool waits for an admin again.
+         */
+        delete: operations["delete_pin_v1_gateway_pins__server___tool__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/gateway/pins/{server}/{tool}/seen": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Report Seen
+         * @description A gateway reports the definition its upstream lists (`mode`: its server's `pin`).
+         *     `match`: it is the pinned one. With `call` and no match, the call is refused here:
+         *     `decision` is the recorded deny (`tool_not_activated`, `details.pin`).
+         */
+        post: operations["report_seen_v1_gateway_pins__server___tool__seen_post"];
         delete?: never;
         options?: never;
         head?: never;
@@ -944,6 +1020,52 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/rules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Rules
+         * @description Rules by id, within the key's projects (global rules to every key). `project`:
+         *     the rules that project's calls are evaluated under, global ones included.
+         */
+        get: operations["list_rules_v1_rules_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/rules/{rule_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get Rule */
+        get: operations["get_rule_v1_rules__rule_id__get"];
+        /**
+         * Put Rule
+         * @description Create or replace a rule. It is compiled first: a rule that does not compile (a bad
+         *     pattern, CEL that does not parse or type-check, a `capability` on a rule that does
+         *     not classify) is 422 naming its field, and nothing is stored. Decisions on every
+         *     replica use it within the registry's staleness bound, on this one at once.
+         */
+        put: operations["put_rule_v1_rules__rule_id__put"];
+        post?: never;
+        /** Delete Rule */
+        delete: operations["delete_rule_v1_rules__rule_id__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/screen": {
         parameters: {
             query?: never;
@@ -1157,7 +1279,9 @@ export interface paths {
         /**
          * The calling key: its role, projects and permissions
          * @description What the operators' page reads first: it shows only the views whose permissions the
-         *     key holds (docs/auth.md). `projects` null means every project.
+         *     key holds (docs/auth.md). `projects` null means every project. A person signed in with
+         *     OIDC (SPEC §21) is named (`person`: sub, email, name) and gets the session's CSRF token,
+         *     which the page sends with every change.
          */
         get: operations["whoami_v1_whoami_get"];
         put?: never;
@@ -1316,6 +1440,15 @@ export interface components {
             safety_profile?: components["schemas"]["SafetyProfile"] | null;
             tool: components["schemas"]["ToolIn"];
         };
+        /** CallIn */
+        CallIn: {
+            /** Args */
+            args?: {
+                [key: string]: unknown;
+            };
+            /** Plan Id */
+            plan_id: string;
+        };
         /** CancelIn */
         CancelIn: {
             /** Reason */
@@ -1330,6 +1463,10 @@ export interface components {
          */
         CandidateIn: {
             profile?: components["schemas"]["CandidateProfile"] | null;
+            /** Rules */
+            rules?: {
+                [key: string]: components["schemas"]["RuleIn"];
+            } | null;
             /** Skills */
             skills?: {
                 [key: string]: components["schemas"]["SkillIn"] | null;
@@ -1515,6 +1652,28 @@ export interface components {
             /** Plan Id */
             plan_id: string | null;
             profile: components["schemas"]["ProfileSummary"] | null;
+        };
+        /**
+         * DefinitionIn
+         * @description A tool as its MCP server lists it: the five fields a pin's digest covers.
+         */
+        DefinitionIn: {
+            /** Annotations */
+            annotations?: {
+                [key: string]: unknown;
+            } | null;
+            /** Description */
+            description?: string | null;
+            /** Inputschema */
+            inputSchema?: {
+                [key: string]: unknown;
+            } | null;
+            /** Name */
+            name: string;
+            /** Outputschema */
+            outputSchema?: {
+                [key: string]: unknown;
+            } | null;
         };
         /** DeliveryList */
         DeliveryList: {
@@ -1862,6 +2021,52 @@ export interface components {
             /** Pending */
             pending: number;
         };
+        /**
+         * PinIn
+         * @description Pin a tool to a digest (an admin accepting a definition). `definition`, when given,
+         *     must have that digest; without it, the definition last seen with that digest is kept.
+         */
+        PinIn: {
+            definition?: components["schemas"]["DefinitionIn"] | null;
+            /** Digest */
+            digest: string;
+        };
+        /** PinList */
+        PinList: {
+            /** Items */
+            items: components["schemas"]["PinOut"][];
+        };
+        /** PinOut */
+        PinOut: {
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Definition */
+            definition: {
+                [key: string]: unknown;
+            } | null;
+            /** Digest */
+            digest: string | null;
+            /** Pinned By */
+            pinned_by: string | null;
+            seen?: components["schemas"]["SeenOut"] | null;
+            /** Server */
+            server: string;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "pinned" | "changed" | "pending";
+            /** Tool */
+            tool: string;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+        };
         /** PlanIn */
         PlanIn: {
             /** Action Id */
@@ -2194,6 +2399,92 @@ export interface components {
             version: number | null;
         };
         /**
+         * RuleCapabilityIn
+         * @description What a call a classify rule matches is; the fields left out stay the registry's.
+         */
+        RuleCapabilityIn: {
+            /** Checkpointable */
+            checkpointable?: boolean | null;
+            /** Read Only */
+            read_only?: boolean | null;
+            /** Safety Category */
+            safety_category?: ("safe" | "destructive") | null;
+            /** Skill Category */
+            skill_category?: string | null;
+            /** Unsafe */
+            unsafe?: boolean | null;
+            /** Writes */
+            writes?: boolean | null;
+        };
+        /** RuleIn */
+        RuleIn: {
+            capability?: components["schemas"]["RuleCapabilityIn"] | null;
+            /**
+             * Effect
+             * @enum {string}
+             */
+            effect: "deny" | "ask" | "classify";
+            /** Message */
+            message?: string | null;
+            /**
+             * Mode
+             * @default enforce
+             * @enum {string}
+             */
+            mode?: "enforce" | "shadow";
+            /** Project */
+            project?: string | null;
+            /** Tools */
+            tools: string[];
+            when?: components["schemas"]["WhenIn"] | null;
+        };
+        /** RuleList */
+        RuleList: {
+            /** Items */
+            items: components["schemas"]["RuleOut"][];
+        };
+        /** RuleOut */
+        RuleOut: {
+            /** Capability */
+            capability: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Effect
+             * @enum {string}
+             */
+            effect: "deny" | "ask" | "classify";
+            /** Message */
+            message: string | null;
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "enforce" | "shadow";
+            /** Project */
+            project: string | null;
+            /** Rule Id */
+            rule_id: string;
+            /** Tools */
+            tools: string[];
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+            /** Version */
+            version: number;
+            /** When */
+            when: {
+                [key: string]: unknown;
+            };
+        };
+        /**
          * SafetyProfile
          * @description Hard safety constraints; binary invariants enforced regardless of confidence.
          */
@@ -2266,6 +2557,60 @@ export interface components {
             rejected: boolean;
             /** Skill */
             skill: string | null;
+        };
+        /**
+         * SeenAnswer
+         * @description `match`: the definition is the pinned one (the gateway lists and calls it).
+         *     `decision`: with `call` and no match, the recorded deny (`tool_not_activated`).
+         */
+        SeenAnswer: {
+            /** Decision */
+            decision?: {
+                [key: string]: unknown;
+            } | null;
+            /** Digest */
+            digest: string;
+            /** Match */
+            match: boolean;
+            pin: components["schemas"]["PinOut"] | null;
+        };
+        /**
+         * SeenIn
+         * @description What a gateway reports: the definition its upstream lists now, under its server's
+         *     `pin` mode; with `call`, a call of the tool is waiting on the answer.
+         */
+        SeenIn: {
+            call?: components["schemas"]["CallIn"] | null;
+            definition: components["schemas"]["DefinitionIn"];
+            /**
+             * Mode
+             * @default first_use
+             * @enum {string}
+             */
+            mode?: "first_use" | "approve";
+        };
+        /**
+         * SeenOut
+         * @description A definition a gateway saw that is not the pinned one.
+         */
+        SeenOut: {
+            /** At */
+            at: string | null;
+            /** Definition */
+            definition: {
+                [key: string]: unknown;
+            } | null;
+            /** Digest */
+            digest: string;
+        };
+        /**
+         * ShellIn
+         * @description A shell tool (SPEC §18): the argument that holds its command line, which rules
+         *     parse into simple commands (docs/rules.md).
+         */
+        ShellIn: {
+            /** Arg */
+            arg: string;
         };
         /** SkillIn */
         SkillIn: {
@@ -2363,8 +2708,11 @@ export interface components {
              * @enum {string}
              */
             safety_category: "safe" | "destructive";
+            shell?: components["schemas"]["ShellIn"] | null;
             /** Skill Category */
             skill_category?: string | null;
+            /** Url Args */
+            url_args?: string[];
         };
         /** ToolIn */
         ToolIn: {
@@ -2410,6 +2758,7 @@ export interface components {
              * @enum {string}
              */
             safety_category: "safe" | "destructive";
+            shell?: components["schemas"]["ShellIn"] | null;
             /** Skill Category */
             skill_category: string | null;
             /**
@@ -2417,6 +2766,8 @@ export interface components {
              * Format: date-time
              */
             updated_at: string;
+            /** Url Args */
+            url_args?: string[];
         };
         /** Transition */
         Transition: {
@@ -2473,6 +2824,24 @@ export interface components {
             updated_at: string;
             /** Url */
             url: string;
+        };
+        /**
+         * WhenIn
+         * @description Every given condition must hold (docs/rules.md).
+         */
+        WhenIn: {
+            /** Args */
+            args?: {
+                [key: string]: string | number | boolean;
+            } | null;
+            /** Command */
+            command?: string[] | null;
+            /** Domains */
+            domains?: string[] | null;
+            /** Expr */
+            expr?: string | null;
+            /** Paths */
+            paths?: string[] | null;
         };
         /** Who */
         Who: {
@@ -3960,6 +4329,9 @@ export interface operations {
                 error?: string | null;
                 kind?: ("authorize" | "screen" | "plan" | "resolve" | "config" | "approval" | "outcome" | "replay" | "checkpoint") | null;
                 shadow_changed?: boolean | null;
+                /** @description A coding agent's hook decisions (`claude-code`, `gemini-cli`, ...): their detail.agent */
+                agent?: string | null;
+                rule?: string | null;
                 limit?: number;
                 cursor?: string | null;
             };
@@ -4294,6 +4666,360 @@ export interface operations {
             };
         };
     };
+    list_pins_v1_gateway_pins_get: {
+        parameters: {
+            query?: {
+                server?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PinList"];
+                };
+            };
+            /** @description No key, or a key that is not valid (unknown, revoked or expired); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not use this route (docs/auth.md) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Invalid input: `invalid_json`, or `invalid_input` with every bad field named in `details.fields` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database is unavailable, or a decision could not be recorded in time; try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_pin_v1_gateway_pins__server___tool__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                server: string;
+                tool: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PinOut"];
+                };
+            };
+            /** @description No key, or a key that is not valid (unknown, revoked or expired); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not use this route (docs/auth.md) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The resource does not exist, or is outside the key's projects */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Invalid input: `invalid_json`, or `invalid_input` with every bad field named in `details.fields` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database is unavailable, or a decision could not be recorded in time; try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    put_pin_v1_gateway_pins__server___tool__put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                server: string;
+                tool: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PinIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PinOut"];
+                };
+            };
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PinOut"];
+                };
+            };
+            /** @description No key, or a key that is not valid (unknown, revoked or expired); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not use this route (docs/auth.md) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than TOOLGATE_MAX_BODY_BYTES */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Invalid input: `invalid_json`, or `invalid_input` with every bad field named in `details.fields` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database is unavailable, or a decision could not be recorded in time; try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    delete_pin_v1_gateway_pins__server___tool__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                server: string;
+                tool: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description No key, or a key that is not valid (unknown, revoked or expired); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not use this route (docs/auth.md) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The resource does not exist, or is outside the key's projects */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Invalid input: `invalid_json`, or `invalid_input` with every bad field named in `details.fields` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database is unavailable, or a decision could not be recorded in time; try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    report_seen_v1_gateway_pins__server___tool__seen_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                server: string;
+                tool: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SeenIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SeenAnswer"];
+                };
+            };
+            /** @description No key, or a key that is not valid (unknown, revoked or expired); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not use this route (docs/auth.md) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The resource does not exist, or is outside the key's projects */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than TOOLGATE_MAX_BODY_BYTES */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Invalid input: `invalid_json`, or `invalid_input` with every bad field named in `details.fields` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database is unavailable, or a decision could not be recorded in time; try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     claude_code_hook_v1_hooks_claude_code_post: {
         parameters: {
             query?: {
@@ -4303,6 +5029,12 @@ export interface operations {
                 action?: string | null;
                 /** @description MCP servers (as Claude Code names them) that are toolgate MCP gateways: their calls are decided by the gateway, not here */
                 gateway?: string[] | null;
+                /** @description The agent whose hook this is (`claude-code`, the default, `gemini-cli`, ...): `detail.agent` of each decision */
+                agent?: string | null;
+                /** @description Other absolute directories the agent may write in besides the session's cwd (a call whose paths all lie in one is decided under it) */
+                root?: string[] | null;
+                /** @description The agent's home directory (call rules' `~` and `$HOME`); without it, read from where the body's transcript_path lies */
+                home?: string | null;
             };
             header?: never;
             path?: never;
@@ -6473,6 +7205,285 @@ export interface operations {
             };
         };
     };
+    list_rules_v1_rules_get: {
+        parameters: {
+            query?: {
+                project?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RuleList"];
+                };
+            };
+            /** @description No key, or a key that is not valid (unknown, revoked or expired); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not use this route (docs/auth.md) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Invalid input: `invalid_json`, or `invalid_input` with every bad field named in `details.fields` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database is unavailable, or a decision could not be recorded in time; try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    get_rule_v1_rules__rule_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                rule_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RuleOut"];
+                };
+            };
+            /** @description No key, or a key that is not valid (unknown, revoked or expired); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not use this route (docs/auth.md) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The resource does not exist, or is outside the key's projects */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Invalid input: `invalid_json`, or `invalid_input` with every bad field named in `details.fields` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database is unavailable, or a decision could not be recorded in time; try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    put_rule_v1_rules__rule_id__put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                rule_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RuleIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RuleOut"];
+                };
+            };
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RuleOut"];
+                };
+            };
+            /** @description No key, or a key that is not valid (unknown, revoked or expired); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not use this route (docs/auth.md) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Conflict with the stored state (the error's code says which); a concurrent change of the same resource may be retried */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The body is larger than TOOLGATE_MAX_BODY_BYTES */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Invalid input: `invalid_json`, or `invalid_input` with every bad field named in `details.fields` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database is unavailable, or a decision could not be recorded in time; try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    delete_rule_v1_rules__rule_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                rule_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description No key, or a key that is not valid (unknown, revoked or expired); `WWW-Authenticate: Bearer` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The key's role may not use this route (docs/auth.md) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The resource does not exist, or is outside the key's projects */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Invalid input: `invalid_json`, or `invalid_input` with every bad field named in `details.fields` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The database is unavailable, or a decision could not be recorded in time; try again */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     screen_text_v1_screen_post: {
         parameters: {
             query?: never;
@@ -6929,6 +7940,7 @@ export interface operations {
                     expect: {
                         allowed: boolean;
                         code?: string | null;
+                        rule?: string | null;
                     };
                     name?: string | null;
                     /** @description a POST /v1/authorize-tool body */
@@ -6938,6 +7950,7 @@ export interface operations {
                         expect: {
                             allowed: boolean;
                             code?: string | null;
+                            rule?: string | null;
                         };
                         name?: string | null;
                         /** @description a POST /v1/authorize-tool body */
