@@ -99,7 +99,7 @@ async def test_an_unmapped_tool_of_each_agent_is_denied(client, key):
                         ("copilot-cli", "copilot_pre_create")):
         await apply(client, agent)
         body = {**fixture(name)}
-        body["tool_name" if "tool_name" in body else "toolName"] = "tool_call"
+        body["tool_name" if "tool_name" in body else "toolName"] = "a_tool_of_a_later_version"
         r = await client.post(f"/v1/hooks/claude-code?agent={agent}&action=coding",
                               content=orjson.dumps(AGENTS[agent].to_claude(body)),
                               headers=key)
