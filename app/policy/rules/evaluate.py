@@ -77,6 +77,10 @@ def _values(value: Any) -> list[str]:
     return []
 
 
+def _relative(text: str) -> bool:
+    return not text.startswith(("/", "~", "$HOME", "${HOME}", "\x01"))
+
+
 class _Facts:
     """What the rules read of a call, each computed at most once."""
 
@@ -110,6 +114,10 @@ class _Facts:
         analysis = self.analysis
         if analysis is not None:
             out.extend(analysis.paths)
+            # After `cd sub`, a relative path is read against sub as well.
+            for cwd, cwd_dynamic in analysis.cwds:
+                out.extend((f"{cwd}/{text}", dynamic or cwd_dynamic)
+                           for text, dynamic in analysis.paths if _relative(text))
         self._paths = out
         return out
 

@@ -45,7 +45,7 @@ def analyse(line: str) -> Analysis:
     except RecursionError:
         walker.cannot(f"nested deeper than {MAX_DEPTH} levels")
     result = Analysis(tuple(walker.commands), tuple(walker.paths), tuple(walker.urls),
-                      walker.opaque, walker.writes, walker.unanalysable)
+                      walker.opaque, walker.writes, walker.unanalysable, tuple(walker.cwds))
     with _cache_lock:
         _cache[line] = result
         if len(_cache) > CACHE_SIZE:

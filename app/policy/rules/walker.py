@@ -13,7 +13,7 @@ from tree_sitter import Language, Node, Parser, Tree
 
 from app.policy.rules.options import has_c, script_operand, skip_options, url_operands
 from app.policy.rules.variables import BINDERS, Bindings
-from app.policy.rules.words import Word, group_words, with_unknowns, word_of
+from app.policy.rules.words import UNKNOWN, Word, group_words, with_unknowns, word_of
 from app.policy.rules.wrappers import (
     FIND_EXEC,
     NULL_DEVICES,
@@ -54,6 +54,9 @@ class Analysis:
     opaque: str | None = None   # why no classify rule may apply
     writes: bool = False        # output redirected to a file
     unanalysable: str | None = None  # why every deny rule matches
+    # Directories the line changes to (`cd sub && cat x`): its relative paths are read
+    # against each as well as against the root; (text, dynamic) as for paths.
+    cwds: tuple[tuple[str, bool], ...] = ()
 
 
 def _parse(source: bytes) -> Tree | None:
@@ -96,6 +99,7 @@ class Walker:
         self.commands: list[SimpleCommand] = []
         self.paths: dict[tuple[str, bool], None] = {}
         self.urls: dict[str, None] = {}
+        self.cwds: dict[tuple[str, bool], None] = {}
         self.opaque: str | None = None
         self.writes = False
         self.unanalysable: str | None = None
@@ -323,6 +327,8 @@ class Walker:
                     if part.isidentifier():
                         self.scopes[-1].spoil(part)
         key = name.lower()
+        if key in ("cd", "pushd"):
+            self.directory(words[1:])
         if key in URL_COMMANDS:
             for url in url_operands(URL_COMMANDS[key], words[1:]):
                 self.url(url)
@@ -417,6 +423,16 @@ class Walker:
             self.scopes[-1].deferred.append((w, w.start))
             return
         self.add(w.text if known else with_unknowns(w), dynamic=not known)
+
+    def directory(self, args: list[Word]) -> None:
+        operands = [w for w in args if not w.text.startswith(("-", "+")) or w.text == "-"]
+        if not operands:
+            self.cwds[("~", False)] = None
+        elif operands[0].text == "-" or not operands[0].literal:
+            self.cwds[(with_unknowns(operands[0]) if operands[0].text != "-" else UNKNOWN,
+                       True)] = None
+        else:
+            self.cwds[(operands[0].text, False)] = None
 
     def url(self, w: Word) -> None:
         """An operand of a URL command: a URL of any scheme (`ftp://`, `scp://` reach a
