@@ -11,9 +11,10 @@ The parts:
 - model.py      the plain values: RuleCall, RuleMatch, RuleOutcome, RuleError
 - compile.py    a rule body checked and compiled (patterns, globs, CEL)
 - evaluate.py   the rule set and its evaluation (deny, ask, classify; shadow recorded)
-- shell.py      a command line analysed (cached by its text); walker.py: the one walker
-                over tree-sitter-bash's tree; options.py: reading a wrapper's options;
-                variables.py: variables the line sets itself
+- shell.py      a command line analysed (cached by its text); parse.py: tree-sitter-bash
+                with a cost budget; walker.py: the one walker over its tree; collect.py:
+                the paths, URLs and directories of the words; options.py: reading a
+                wrapper's options; variables.py: variables the line sets itself
 - wrappers.py   the table of commands that run commands (sudo, env, xargs, find -exec, ...)
 - words.py      a shell word's value after quotes and escapes
 - patterns.py   tool-name, command and argument patterns

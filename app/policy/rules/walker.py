@@ -5,36 +5,30 @@ through, reading the wrapper table (wrappers.py) for commands that run commands.
 from __future__ import annotations
 
 import re
-import threading
 from dataclasses import dataclass
 
-import tree_sitter_bash
-from tree_sitter import Language, Node, Parser, Tree
+from tree_sitter import Node
 
-from app.policy.rules.options import has_c, script_operand, skip_options, url_operands
+from app.policy.rules.collect import Collector
+from app.policy.rules.options import has_c, script_operand, skip_options
+from app.policy.rules.parse import MAX_LINE_CHARS, parse
 from app.policy.rules.variables import BINDERS, Bindings
-from app.policy.rules.words import UNKNOWN, Word, group_words, with_unknowns, word_of
+from app.policy.rules.words import Word, group_words, with_unknowns, word_of
 from app.policy.rules.wrappers import (
     FIND_EXEC,
     NULL_DEVICES,
     OTHER_DIALECTS,
     SHELLS,
     SUBCOMMANDS,
-    URL_COMMANDS,
     WRAPPERS,
     Wrapper,
 )
 
 MAX_DEPTH = 8
-MAX_LINE_CHARS = 100_000
 MAX_WORDS = 2000  # in all the simple commands of a line (a cost bound, as the budget)
-PARSE_BUDGET = 1000  # tree-sitter progress reports: a line of a script makes about one
-SMALL_LINE = 1024   # shorter lines are parsed without counting (cheap whatever their shape)
 
 _BARE_BACKTICK = re.compile(r"(?<!\\)`")
 _BACKTICK_ESCAPE = re.compile(r"\\([$`\\])")
-_LANGUAGE = Language(tree_sitter_bash.language())
-_local = threading.local()  # a tree-sitter Parser is not to be shared between threads
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,51 +53,13 @@ class Analysis:
     cwds: tuple[tuple[str, bool], ...] = ()
 
 
-def _parse(source: bytes) -> Tree | None:
-    """The tree, or None when parsing takes more than PARSE_BUDGET progress reports.
-
-    tree-sitter-bash is slow on some shapes (a long `a | b | ...` costs it about 40 us a
-    command); the budget counts tree-sitter's own progress reports, not time, so a line
-    gets the same answer on a busy machine: a pipeline of 10,000 commands is refused
-    (cannot be analysed, about 150 ms of parsing at most), a script of a few hundred lines
-    or a here-document of thousands is not."""
-    parser = _parser()
-    if len(source) < SMALL_LINE:
-        return parser.parse(source)
-    reports = 0
-
-    def read(offset: int, _point: object) -> bytes:
-        return source[offset:offset + 65536]
-
-    def progress(_offset: int, _has_error: bool) -> bool:
-        nonlocal reports
-        reports += 1
-        return reports > PARSE_BUDGET
-
-    try:
-        return parser.parse(read, progress_callback=progress)
-    except ValueError:  # cancelled
-        parser.reset()
-        return None
-
-
-def _parser() -> Parser:
-    parser = getattr(_local, "parser", None)
-    if parser is None:
-        parser = _local.parser = Parser(_LANGUAGE)
-    return parser
-
-
-class Walker:
+class Walker(Collector):
     def __init__(self) -> None:
+        super().__init__()
         self.commands: list[SimpleCommand] = []
-        self.paths: dict[tuple[str, bool], None] = {}
-        self.urls: dict[str, None] = {}
-        self.cwds: dict[tuple[str, bool], None] = {}
         self.opaque: str | None = None
         self.writes = False
         self.unanalysable: str | None = None
-        self.scopes: list[Bindings] = []
         self.words = 0
 
     # -- outcomes ---------------------------------------------------------------------
@@ -131,7 +87,7 @@ class Walker:
             # The shell never sees past a NUL (a C string); what runs is not what is read.
             self.cannot("holds a NUL character")
             return
-        tree = _parse(text.encode("utf-8", "surrogatepass"))
+        tree = parse(text.encode("utf-8", "surrogatepass"))
         if tree is None:
             self.cannot("too costly to parse")
             return
@@ -319,19 +275,13 @@ class Walker:
         if not name.isascii():
             self.hide("the command name is not ASCII")
         texts = (name, *(w.text for w in words[1:]))
-        for w in words[1:]:
-            self.candidates(w)
+        key = name.lower()
+        self.words_of(key, words[1:])
         if name in BINDERS:
             for w in words[1:]:
                 for part in w.text.split("="):
                     if part.isidentifier():
                         self.scopes[-1].spoil(part)
-        key = name.lower()
-        if key in ("cd", "pushd"):
-            self.directory(words[1:])
-        if key in URL_COMMANDS:
-            for url in url_operands(URL_COMMANDS[key], words[1:]):
-                self.url(url)
         wrapper, rest = WRAPPERS.get(key), words[1:]
         if wrapper is None and rest:
             wrapper = SUBCOMMANDS.get((key, rest[0].text))
@@ -414,50 +364,6 @@ class Walker:
         return found
 
     # -- words: paths and URLs --------------------------------------------------------
-    def candidates(self, w: Word) -> None:
-        # $HOME is resolved with the call's home (pathmatch.resolve); a variable the line
-        # sets itself when the line has been read (line()); nothing else is known.
-        known = w.literal or (not (w.substituted or w.glob or w.brace)
-                              and set(w.variables) == {"HOME"})
-        if not known and not (w.substituted or w.brace) and self.scopes:
-            self.scopes[-1].deferred.append((w, w.start))
-            return
-        self.add(w.text if known else with_unknowns(w), dynamic=not known)
-
-    def directory(self, args: list[Word]) -> None:
-        operands = [w for w in args if not w.text.startswith(("-", "+")) or w.text == "-"]
-        if not operands:
-            self.cwds[("~", False)] = None
-        elif operands[0].text == "-" or not operands[0].literal:
-            self.cwds[(with_unknowns(operands[0]) if operands[0].text != "-" else UNKNOWN,
-                       True)] = None
-        else:
-            self.cwds[(operands[0].text, False)] = None
-
-    def url(self, w: Word) -> None:
-        """An operand of a URL command: a URL of any scheme (`ftp://`, `scp://` reach a
-        host too), `http://` when it has none."""
-        text = w.text if w.literal else with_unknowns(w)
-        if "://" not in text[:24]:
-            text = "http://" + text
-        self.urls[text] = None
-
-    def add(self, text: str, *, dynamic: bool) -> None:
-        """A word's path and URL candidates."""
-        parts = [] if text.startswith("-") else [text]
-        if "=" in text:
-            parts.append(text.split("=", 1)[1])
-        for part in list(parts):
-            if part.startswith("@"):
-                parts.append(part[1:])
-            if part[:8].lower().startswith(("http://", "https://")):
-                self.urls[part] = None
-        if text.startswith("-") and "@" in text:
-            parts.append(text.split("@", 1)[1])
-        for part in parts:
-            if part:
-                self.paths[(part, dynamic)] = None
-
     def redirect(self, node: Node, depth: int, *, shell: bool) -> None:
         walk = self.substitution(depth)
         if node.type == "herestring_redirect":

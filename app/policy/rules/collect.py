@@ -1,0 +1,75 @@
+"""What a line's words say beyond its commands: the paths, URLs and directories the walker
+collects (SPEC §18 "Paths", "Domains")."""
+
+from __future__ import annotations
+
+from app.policy.rules.options import url_operands
+from app.policy.rules.variables import Bindings
+from app.policy.rules.words import UNKNOWN, Word, with_unknowns
+from app.policy.rules.wrappers import URL_COMMANDS
+
+
+class Collector:
+    """The walker's word-level part: every word of a simple command but its name is a path
+    candidate (and what follows a leading `@` or the first `=`); http(s) words, and the
+    operands of URL commands, are URLs; `cd`'s operand is a directory the line moves to."""
+
+    def __init__(self) -> None:
+        self.paths: dict[tuple[str, bool], None] = {}
+        self.urls: dict[str, None] = {}
+        self.cwds: dict[tuple[str, bool], None] = {}
+        self.scopes: list[Bindings] = []
+
+    def words_of(self, key: str, args: list[Word]) -> None:
+        """The path, URL and directory candidates of a simple command named `key`."""
+        for w in args:
+            self.candidates(w)
+        if key in ("cd", "pushd"):
+            self.directory(args)
+        if key in URL_COMMANDS:
+            for url in url_operands(URL_COMMANDS[key], args):
+                self.url(url)
+
+    def candidates(self, w: Word) -> None:
+        # $HOME is resolved with the call's home (pathmatch.resolve); a variable the line
+        # sets itself when the line has been read (line()); nothing else is known.
+        known = w.literal or (not (w.substituted or w.glob or w.brace)
+                              and set(w.variables) == {"HOME"})
+        if not known and not (w.substituted or w.brace) and self.scopes:
+            self.scopes[-1].deferred.append((w, w.start))
+            return
+        self.add(w.text if known else with_unknowns(w), dynamic=not known)
+
+    def directory(self, args: list[Word]) -> None:
+        operands = [w for w in args if not w.text.startswith(("-", "+")) or w.text == "-"]
+        if not operands:
+            self.cwds[("~", False)] = None
+        elif operands[0].text == "-" or not operands[0].literal:
+            self.cwds[(with_unknowns(operands[0]) if operands[0].text != "-" else UNKNOWN,
+                       True)] = None
+        else:
+            self.cwds[(operands[0].text, False)] = None
+
+    def url(self, w: Word) -> None:
+        """An operand of a URL command: a URL of any scheme (`ftp://`, `scp://` reach a
+        host too), `http://` when it has none."""
+        text = w.text if w.literal else with_unknowns(w)
+        if "://" not in text[:24]:
+            text = "http://" + text
+        self.urls[text] = None
+
+    def add(self, text: str, *, dynamic: bool) -> None:
+        """A word's path and URL candidates."""
+        parts = [] if text.startswith("-") else [text]
+        if "=" in text:
+            parts.append(text.split("=", 1)[1])
+        for part in list(parts):
+            if part.startswith("@"):
+                parts.append(part[1:])
+            if part[:8].lower().startswith(("http://", "https://")):
+                self.urls[part] = None
+        if text.startswith("-") and "@" in text:
+            parts.append(text.split("@", 1)[1])
+        for part in parts:
+            if part:
+                self.paths[(part, dynamic)] = None
