@@ -60,8 +60,14 @@ def page(status: int, title: str, message: str) -> Response:
 
 @router.get("/ui/signin.json")
 async def signin_options(request: Request) -> Response:
-    """What the page offers on its sign-in form: the provider's button, the key form."""
-    body = {"oidc": _people(request) is not None}
+    """What the page offers on its sign-in form (the provider's button, the key form), and
+    whether this browser's session cookie names a live session: the page asks this first,
+    so a browser without one is shown the form without a 401 in its console."""
+    people = _people(request)
+    secret = request.cookies.get(SESSION_COOKIE)
+    live = people is not None and secret is not None \
+        and await people.signed_in(secret) is not None
+    body = {"oidc": people is not None, "signed_in": live}
     return Response(orjson.dumps(body), media_type="application/json", headers=HEADERS)
 
 

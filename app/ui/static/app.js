@@ -204,7 +204,10 @@ function notAllowed(reason) {
 
 async function start() {
   if (!sessionStorage.getItem(KEY)) {
-    // A session cookie from the provider's sign-in, if any: otherwise the sign-in form.
+    // A session from the provider's sign-in, if this browser has one: else the form.
+    const options = await fetch("/ui/signin.json", { credentials: "same-origin" })
+      .then((o) => o.json()).catch(() => ({}));
+    if (!options.signed_in) return signInPage();
     const r = await fetch("/v1/whoami", { credentials: "same-origin" });
     if (!r.ok) return signInPage();
     me = await r.json();
