@@ -199,7 +199,7 @@ async def test_progress_of_a_call_in_flight_is_relayed(gateway: HttpGateway,
     assert len(steps) >= 2 and steps == sorted(steps)
 
 
-async def test_sampling_and_elicitation_go_to_the_client_that_declared_them(
+async def test_sampling_elicitation_and_roots_go_to_the_client_that_declared_them(
         gateway: HttpGateway) -> None:
     asked: list[str] = []
 
@@ -213,19 +213,27 @@ async def test_sampling_and_elicitation_go_to_the_client_that_declared_them(
         asked.append("elicitation")
         return types.ElicitResult(action="decline")
 
+    async def roots(ctx: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri="file:///client/own/root",
+                                                       name="own")])
+
     async with http_client(gateway.url, gateway.token, **LEGACY) as plain:
         names = {t.name for t in (await plain.list_tools()).tools}
         assert "ev.trigger-sampling-request" not in names  # it cannot answer them
     async with http_client(gateway.url, gateway.token, sampling_callback=sampling,
-                           elicitation_callback=elicitation, **LEGACY) as client:
+                           elicitation_callback=elicitation, list_roots_callback=roots,
+                           **LEGACY) as client:
         names = {t.name for t in (await client.list_tools()).tools}
-        assert {"ev.trigger-sampling-request", "ev.trigger-elicitation-request"} <= names
+        assert {"ev.trigger-sampling-request", "ev.trigger-elicitation-request",
+                "ev.get-roots-list"} <= names
         sampled = await client.call_tool("ev.trigger-sampling-request",
                                          {"prompt": "hello", "maxTokens": 10})
         assert not sampled.is_error and "sampled by the client" in text(sampled), \
             text(sampled)
         elicited = await client.call_tool("ev.trigger-elicitation-request", {})
         assert not elicited.is_error and "decline" in text(elicited).lower(), text(elicited)
+        rooted = await client.call_tool("ev.get-roots-list", {})
+        assert "file:///client/own/root" in text(rooted), text(rooted)
     assert asked == ["sampling", "elicitation"]
 
 
