@@ -1,9 +1,10 @@
 """A fake toolgate on 127.0.0.1 that answers with exact bytes: what a JSON library would
 never write (a duplicate key), or a body that drips one byte at a time.
 
-Every request is answered by `answer` (settable between tests): a `bytes` body sent at once
-with status 200, or `Drip(...)`. `GET /v1/tools` is answered `{"items": []}` (the gateway
-reads the registry before deciding). `stop()` ends every drip at once.
+Every decision request is answered by `answer` (settable between tests): a `bytes` body sent
+at once with status 200, or `Drip(...)`. What the gateway asks before deciding is answered
+as a service with nothing registered would: `GET /v1/tools` and `GET /v1/gateway/pins` with
+`{"items": []}`, a pin report (`POST .../seen`) with a match. `stop()` ends every drip.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import socket
 import socketserver
 import threading
 from dataclasses import dataclass
+
+MATCH = b'{"match": true, "digest": "", "pin": null, "decision": null}'
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,7 @@ class Drip:
 class FakeService:
     def __init__(self) -> None:
         self.answer: bytes | Drip = b"{}"
+        self.pin_answer: bytes = MATCH
         self.requests: list[tuple[str, str]] = []
         self._stopping = threading.Event()
         fake = self
@@ -71,12 +75,19 @@ class FakeService:
                     length = int(value.strip())
             reader.read(length)
             self.requests.append((method, target))
-            answer = b'{"items": []}' if target.startswith("/v1/tools") else self.answer
+            answer = self._before_deciding(method, target)
             if isinstance(answer, Drip):
                 self._drip(sock, answer)
                 return
             sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                          b"Content-Length: %d\r\n\r\n%s" % (len(answer), answer))
+
+    def _before_deciding(self, method: str, target: str) -> bytes | Drip:
+        if method == "GET" and target.startswith(("/v1/tools", "/v1/gateway/pins")):
+            return b'{"items": []}'
+        if method == "POST" and target.startswith("/v1/gateway/pins/"):
+            return self.pin_answer
+        return self.answer
 
     def _drip(self, sock: socket.socket, drip: Drip) -> None:
         if drip.in_headers:

@@ -19,7 +19,7 @@ from toolgate_client import AsyncClient, Client, ToolgateUnavailableError
 
 from app.gateway.calls import Gate
 from app.gateway.config import load_config
-from tests.client.fake_service import Drip, FakeService
+from tests.client.fake_service import MATCH, Drip, FakeService
 
 DENY = b'{"error": "ToolAccessDeniedError", "code": "tool_not_allowed", "message": "no"}'
 MALFORMED = {
@@ -150,6 +150,25 @@ async def test_gateway_forwards_a_strict_allow(fake: FakeService) -> None:
         result = await gate.call("rec.echo", {"x": 1}, None)
         await gate.drain_reports(5)
     assert not result.is_error and upstream.calls == [{"x": 1}]
+
+
+@pytest.mark.parametrize("pin", [
+    b'{"match": false, "digest": "", "pin": null, "decision": null, "match": true}',
+    b'{"match": "true", "digest": "", "pin": null, "decision": null}',
+    b'{"match": false, "digest": "", "pin": null, "decision": null}',
+], ids=["duplicate match", "match a string", "no match and no decision"])
+async def test_gateway_forwards_nothing_on_a_malformed_pin_answer(fake: FakeService,
+                                                                  pin: bytes) -> None:
+    """The pin check before a decision is held to the same rules (SPEC §19)."""
+    fake.answer, fake.pin_answer = ALLOW, pin
+    gate, client, upstream = _gate(fake.url)
+    try:
+        async with client:
+            result = await gate.call("rec.echo", {"x": 1}, None)
+    finally:
+        fake.pin_answer = MATCH
+    assert result.is_error and _text(result).startswith("ToolgateUnavailableError")
+    assert upstream.calls == []
 
 
 async def test_gateway_gives_up_on_a_drip_within_one_deadline(fake: FakeService) -> None:

@@ -149,8 +149,10 @@ def toolgate(module_database: str, tmp_path_factory: pytest.TempPathFactory
 
 def write_config(folder: Path, tg_url: str, servers: dict, *, listen: dict | None = None,
                  action: str = "gw-explore", **extra: object) -> Path:
+    # timeout_seconds bounds a whole decision, retries included (SPEC §19): a first decision
+    # after toolgate restarts on a loaded 2-core machine can take over 3 s.
     doc = {"version": 1, "toolgate": {"url": tg_url, "token_env": "GW_TOOLGATE_TOKEN",
-                                      "timeout_seconds": 3},
+                                      "timeout_seconds": 10},
            "listen": listen or {"stdio": True}, "plan": {"action": action},
            "servers": servers, **extra}
     path = folder / f"gateway-{secrets.token_hex(4)}.yaml"
