@@ -52,9 +52,9 @@ def _name(server: str, tool: str) -> str:
 
 async def report_seen(session: AsyncSession, caller: Caller, *, server: str, tool: str,
                       definition: dict[str, Any], digest: str, mode: str
-                      ) -> tuple[GatewayPin | None, bool]:
-    """A gateway saw `definition` (with `digest`): the pin it is checked against (None:
-    none, under `approve`, and nothing was stored) and whether it matches.
+                      ) -> tuple[GatewayPin, bool]:
+    """A gateway saw `definition` (with `digest`): the tool's row (under `approve`, a
+    tool never pinned gets one without a digest, `pending`) and whether it matches.
 
     Under `first_use` the first definition seen of a tool is pinned (audited as a pin
     made by `first_use`). Any other definition is kept as `seen` for an admin to review;
