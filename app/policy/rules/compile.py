@@ -79,7 +79,8 @@ def _args(value: Any) -> tuple[ArgCondition, ...]:
     if not isinstance(value, dict) or not value:
         raise RuleError("when.args", "must be a non-empty object of argument values")
     out = []
-    for name, expected in value.items():
+    # In name order: `matched` names the first, and a store may reorder an object's keys.
+    for name, expected in sorted(value.items()):
         where = f"when.args.{name}"
         if not name:
             raise RuleError(where, "an argument name is a non-empty string")
