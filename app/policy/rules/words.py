@@ -139,9 +139,13 @@ def _piece(node: Node, b: _Builder, walk: Walk, *, in_quotes: bool = False) -> N
         b.variables.append(name)
         b.opaque("${" + name + "}", quoted=in_quotes)
     elif kind in ("command_substitution", "process_substitution"):
-        b.substituted = True
-        b.opaque(text, quoted=in_quotes)
         walk(node)
+        output = literal_output(node) if kind == "command_substitution" else None
+        if output is None:
+            b.substituted = True
+            b.opaque(text, quoted=in_quotes)
+        else:
+            b.add(output, quoted=True)
     elif kind == "arithmetic_expansion":
         b.substituted = True
         b.opaque(text, quoted=in_quotes)
@@ -159,6 +163,35 @@ def _piece(node: Node, b: _Builder, walk: Walk, *, in_quotes: bool = False) -> N
         b.substituted = True  # a node this reader does not know: its value is unknown
         b.opaque(text, quoted=in_quotes)
         _substitutions(node, walk, b)
+
+
+def literal_output(node: Node) -> str | None:
+    """What `$(cat <<'EOF' ... EOF)` prints, known when the line is read: the here-document
+    (quoted delimiter, or no expansion in it), its trailing newlines removed as a
+    substitution removes them. Claude Code writes every commit message this way. None for
+    any other substitution."""
+    statements = node.named_children
+    if len(statements) != 1 or statements[0].type != "redirected_statement":
+        return None
+    parts = statements[0].named_children
+    if len(parts) != 2 or parts[0].type != "command" or parts[1].type != "heredoc_redirect":
+        return None
+    command, heredoc = parts
+    if [c.type for c in command.named_children] != ["command_name"] \
+            or command.text != b"cat":
+        return None
+    start = next((c for c in heredoc.named_children if c.type == "heredoc_start"), None)
+    body = next((c for c in heredoc.named_children if c.type == "heredoc_body"), None)
+    if start is None or body is None or body.text is None or start.text is None:
+        return None
+    quoted = any(q in start.text for q in (b"'", b'"', b"\\"))
+    if not quoted and any(c.type != "heredoc_content" for c in body.named_children):
+        return None
+    strip_tabs = any(c.type == "<<-" for c in heredoc.children if not c.is_named)
+    text = body.text.decode("utf-8", "surrogateescape")
+    if strip_tabs:
+        text = "\n".join(line.lstrip("\t") for line in text.split("\n"))
+    return text.rstrip("\n")
 
 
 def _substitutions(node: Node, walk: Walk, b: _Builder) -> None:
