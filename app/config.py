@@ -153,6 +153,8 @@ class Settings(BaseSettings):
     oidc_client_secret_file: str | None = None
     oidc_roles_claim: str = "groups"
     oidc_role_map: Annotated[dict[str, dict], NoDecode] = Field(default_factory=dict)
+    # ...and/or a policy file's `people:` section, read at start (its entries after these).
+    oidc_people_file: str | None = None
     oidc_scopes: str = "openid email profile"
     # The page's callback as registered at the provider; unset: this server's /ui/callback
     # as the browser reached it.
@@ -231,7 +233,7 @@ class Settings(BaseSettings):
         return value
 
     @field_validator("oidc_issuer", "oidc_client_id", "oidc_client_secret",
-                     "oidc_client_secret_file", "oidc_redirect_uri")
+                     "oidc_client_secret_file", "oidc_redirect_uri", "oidc_people_file")
     @classmethod
     def _blank(cls, value: str | None) -> str | None:
         return None if value is None or not value.strip() else value.strip()

@@ -54,6 +54,7 @@ from app.plans import repository as plan_repo
 from app.pins.routes import router as pins_router
 from app.plans.routes import router as plans_router
 from app.plans.service import PlanCache
+from app.policyfile.document import people_of_file
 from app.profiles.routes import router as config_router
 from app.profiles.service import ProfileService
 from app.registry.repository import REGISTRY_CHANNEL
@@ -113,7 +114,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                      burst=settings.rate_limit_burst)
             if settings.rate_limit_per_second else None,
             # People sign in to the page with OIDC (SPEC §21), when an issuer is set.
-            people=People(settings, SessionStore(sessions, ttl=settings.key_cache_ttl_seconds))
+            people=People(settings, SessionStore(sessions, ttl=settings.key_cache_ttl_seconds),
+                          people=people_of_file(settings.oidc_people_file)
+                          if settings.oidc_people_file else None)
             if settings.oidc_issuer and settings.oidc_client_id else None,
         )
         approvals = ApprovalService(

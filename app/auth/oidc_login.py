@@ -101,7 +101,11 @@ class People:
     """Everything the page's OIDC sign-in needs (`app.state.auth.people`)."""
 
     def __init__(self, settings: Settings, store: SessionStore, *,
+                 people: dict[str, Any] | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
+        """`people`: a policy file's `people:` section (app/policyfile), after the
+        settings' TOOLGATE_OIDC_ROLE_MAP in the order entries are tried (a value in both:
+        the file's)."""
         assert settings.oidc_issuer and settings.oidc_client_id
         self.issuer = Issuer(settings.oidc_issuer, timeout=settings.db_timeout_seconds,
                              transport=transport)
@@ -112,7 +116,7 @@ class People:
             secret = Path(settings.oidc_client_secret_file).read_text().strip()
         self.client_secret = secret
         self.roles_claim = settings.oidc_roles_claim
-        self.role_map = parse_role_map(settings.oidc_role_map)
+        self.role_map = parse_role_map({**settings.oidc_role_map, **(people or {})})
         self.scopes = settings.oidc_scopes
         self.redirect_uri = settings.oidc_redirect_uri
         self.session_seconds = settings.oidc_session_seconds

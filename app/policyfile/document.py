@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
-from pydantic import ValidationError
+from pydantic import StringConstraints, ValidationError
 
 from app.kit.schemas import Name, ProfileName, Strict
 from app.policy.rules import RuleError
@@ -46,6 +46,17 @@ DEFAULT_SETTINGS = {"deny_unregistered_tools": False, "approval_mode": "client_f
 
 # --- the file's schema: the service's models ----------------------------------------------
 
+PeopleValue = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+
+
+class PersonRoleIn(Strict):
+    """`people:` (SPEC §21, docs/auth.md): a value of the OIDC roles claim -> the role and
+    projects of a person whose ID token holds it (null or absent projects: every project)."""
+
+    role: Literal["admin", "agent", "approver", "auditor"]
+    projects: list[Name] | None = None
+
+
 class PolicyFileModel(Strict):
     version: Literal[1]
     profiles: dict[ProfileName, ProfileIn] | None = None
@@ -56,6 +67,8 @@ class PolicyFileModel(Strict):
     skills: dict[Name, SkillIn] | None = None
     rules: dict[Name, RuleIn] | None = None
     settings: dict[Name, ProjectSettingsIn] | None = None
+    # Read by `toolgate serve` (TOOLGATE_OIDC_PEOPLE_FILE), never sent by `toolgate apply`.
+    people: dict[PeopleValue, PersonRoleIn] | None = None
 
 
 # Normal forms: what a PUT body holds and what a GET answer is compared on.
@@ -111,6 +124,8 @@ class Policy:
 
     sections: dict[str, Any]  # "config" -> dict; the others -> {name: dict}
     lines: dict[Path, int] = field(default_factory=dict)
+    # `people:`: {claim value: {"role", "projects"}}; None when the file has no such section.
+    people: dict[str, dict[str, Any]] | None = None
 
     def line(self, *path: str | int) -> int | None:
         while path:
@@ -167,7 +182,24 @@ def load_policy(text: str, source: str = "<policy>") -> Policy:
             continue
         sections[section] = (form(value) if section == "config"
                              else {name: form(item) for name, item in value.items()})
-    return Policy(sections, lines)
+    people = None if model.people is None and "people" not in data else {
+        value: {"role": item.role, "projects": item.projects}
+        for value, item in (model.people or {}).items()}
+    return Policy(sections, lines, people)
+
+
+def people_of_file(path: str) -> dict[str, dict[str, Any]]:
+    """The `people:` section of the policy file at `path` (TOOLGATE_OIDC_PEOPLE_FILE), read
+    when `toolgate serve` starts; PolicyFileError (every problem, with its line) when the
+    file is not valid or has no such section, OSError when it cannot be read."""
+    from pathlib import Path as FilePath
+
+    policy = load_policy(FilePath(path).read_text(encoding="utf-8"), path)
+    if policy.people is None:
+        raise PolicyFileError([Problem(1, "people", "no people: section (TOOLGATE_OIDC_"
+                                                    "PEOPLE_FILE names this file for it)")],
+                              path)
+    return policy.people
 
 
 def _rules(value: dict[str, RuleIn], lines: dict[Path, int], source: str) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from app.auth.sessions import SessionStore
 from app.auth.tables import PersonSession
 from app.gateway.config import OAuthListen
 from app.gateway.oauth import SCOPE_KEY, OAuthResource
+from app.policyfile.document import PolicyFileError, load_policy, people_of_file
 from tests.conftest import app_client
 
 ISSUER = "https://idp.example.test"
@@ -291,3 +292,64 @@ async def test_a_good_id_token_at_the_callback_signs_in(settings):
             assert r.status_code == 303, r.text
             me = (await browser.get("/v1/whoami")).json()
             assert me["key_id"] == "user:alice" and me["role"] == "auditor"
+
+
+# --- the policy file's people: section ---------------------------------------------------
+
+PEOPLE_FILE = """version: 1
+people:
+  ops: {role: auditor}
+  payments-approvers: {role: approver, projects: [payments]}
+"""
+
+
+def test_the_people_section_is_read_and_checked_with_its_lines(tmp_path):
+    path = tmp_path / "policy.yaml"
+    path.write_text(PEOPLE_FILE)
+    assert people_of_file(str(path)) == {
+        "ops": {"role": "auditor", "projects": None},
+        "payments-approvers": {"role": "approver", "projects": ["payments"]}}
+    path.write_text(PEOPLE_FILE.replace("role: approver", "role: owner"))
+    with pytest.raises(PolicyFileError) as bad:
+        people_of_file(str(path))
+    assert "policy.yaml:4: people.payments-approvers.role" in str(bad.value)
+    path.write_text("version: 1\ntools: {}\n")
+    with pytest.raises(PolicyFileError, match="no people: section"):
+        people_of_file(str(path))
+    # `toolgate apply` of such a file sends nothing for it (the server reads it itself).
+    policy = load_policy(PEOPLE_FILE)
+    assert policy.sections == {} and policy.people["ops"]["role"] == "auditor"
+
+
+async def test_a_person_gets_the_role_the_people_file_gives(settings, tmp_path):
+    path = tmp_path / "policy.yaml"
+    path.write_text(PEOPLE_FILE)
+    idp = FakeIdP()
+    oidc = {"oidc_issuer": ISSUER, "oidc_client_id": "toolgate-page",
+            "oidc_client_secret": "s", "oidc_people_file": str(path)}
+    async with app_client(settings.model_copy(update=oidc)) as admin:
+        app = admin.app
+        assert app.state.auth.people.role_map["ops"].role == "auditor"  # wired by main.py
+        people = People(app.state.settings, SessionStore(app.state.sessions, ttl=1),
+                        people=people_of_file(str(path)), transport=idp.transport())
+        app.state.auth = dataclasses.replace(app.state.auth, people=people)
+        async with httpx.AsyncClient(transport=admin._transport,
+                                     base_url="http://127.0.0.1") as browser:
+            r = await browser.get("/ui/login")
+            asked = dict(httpx.URL(r.headers["location"]).params)
+            idp.id_token = token(aud="toolgate-page", nonce=asked["nonce"],
+                                 groups=["payments-approvers"])
+            r = await browser.get("/ui/callback", params={"code": "c", "state": asked["state"]})
+            assert r.status_code == 303, r.text
+            me = (await browser.get("/v1/whoami")).json()
+            assert me["role"] == "approver" and me["projects"] == ["payments"]
+
+
+async def test_a_bad_people_file_stops_the_start(settings, tmp_path):
+    path = tmp_path / "policy.yaml"
+    path.write_text(PEOPLE_FILE.replace("role: auditor", "role: root"))
+    oidc = {"oidc_issuer": ISSUER, "oidc_client_id": "toolgate-page",
+            "oidc_people_file": str(path)}
+    with pytest.raises(PolicyFileError):
+        async with app_client(settings.model_copy(update=oidc)):
+            pass
