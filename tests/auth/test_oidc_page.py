@@ -155,9 +155,11 @@ async def test_sign_out_ends_the_session_and_a_stale_cookie_is_refused(page):
     assert await sessions(admin.app) == 0
     assert (await browser.get("/v1/whoami")).status_code == 401
     # The old cookie, sent again (a copy kept elsewhere): no session, 401.
-    r = await browser.get("/v1/whoami", cookies={"toolgate_session": cookie})
+    browser.cookies.set("toolgate_session", cookie)
+    r = await browser.get("/v1/whoami")
     assert r.status_code == 401 and r.json()["error"]["code"] == "session_expired"
-    r = await browser.get("/v1/whoami", cookies={"toolgate_session": "made-up"})
+    browser.cookies.set("toolgate_session", "made-up")
+    r = await browser.get("/v1/whoami")
     assert r.status_code == 401
     # API keys keep working beside sessions.
     assert (await admin.get("/v1/whoami")).json()["key_id"] == "admin-token"
