@@ -169,6 +169,9 @@ def run(agent: Agent, *, url: str, token: str | None, key_file: Path | None,
     query += [("agent", agent.name)]
     query += [("gateway", name) for name in gateway or ()]
     query += [("root", path) for path in root or ()]
+    home = os.environ.get("HOME", "").rstrip("/")
+    if home.startswith("/"):  # the agent's user's home: call rules resolve `~` with it
+        query += [("home", home)]
     try:
         key = read_key(key_file.expanduser()) if key_file is not None else token
         verdict = command.verdict(ask(sent, url=url, key=key, query=query, ends=ends), event)

@@ -65,7 +65,8 @@ class HookPath:
                 principal=principal, caller=Caller(request_id=scope.get(SCOPE_KEY),
                                                    key_id=principal.key_id),
                 page=_page(scope), gateways=frozenset(query.get("gateway", ())),
-                agent=_one(query, "agent", event), roots=query.get("root", []))
+                agent=_one(query, "agent", event), roots=query.get("root", []),
+                home=_one(query, "home", event))
         except Exception as exc:  # every failure is a deny (app/hooks/routes.py)
             answer = refused(exc, event)
         body = orjson.dumps(answer)

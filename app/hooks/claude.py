@@ -51,6 +51,7 @@ class HookCall:
     tool: str        # the name toolgate decides on (`Write`, `fs.write_file`)
     args: dict[str, Any]
     failure: str | None = None  # PostToolUseFailure's error text
+    home: str | None = None  # the agent's home, where its transcript_path says (home_of)
 
 
 def decided_name(agent_tool: str) -> str:
@@ -143,25 +144,47 @@ def parse(body: Any) -> HookCall:
     assert isinstance(args, dict)
     return HookCall(event=event, session_id=session_id, tool_use_id=tool_use_id, cwd=cwd,
                     agent_tool=agent_tool, tool=decided_name(agent_tool), args=args,
-                    failure=failure)
+                    failure=failure, home=home_of(body.get("transcript_path")))
+
+
+# Where each agent keeps its transcripts, under the user's home: Claude Code
+# (~/.claude/projects/...), Gemini CLI (~/.gemini/tmp/...), Qwen Code (~/.qwen/tmp/...),
+# Codex CLI (~/.codex/sessions/...), Copilot CLI (~/.copilot/...).
+_HOME_MARKERS = ("/.claude/projects/", "/.gemini/tmp/", "/.qwen/", "/.codex/", "/.copilot/")
+_PLAIN_HOME = re.compile(r"/[^\x00]{0,4000}\Z")
+
+
+def home_of(transcript_path: Any) -> str | None:
+    """The agent's home directory, read from where the agent keeps the session's transcript
+    (its runtime writes that field, not the model): call rules resolve `~` and `$HOME`
+    with it (docs/rules.md), and a deny rule on `~/...` can tell nothing without it. None
+    when the path is not under one of the agents' own folders; the hook URL's `?home=`
+    (the command hooks send their HOME) says it for certain."""
+    if not isinstance(transcript_path, str):
+        return None
+    for marker in _HOME_MARKERS:
+        at = transcript_path.find(marker)
+        if at > 0 and _PLAIN_HOME.match(home := transcript_path[:at]) and ".." not in home:
+            return home
+    return None
 
 
 def authorize_body(call: HookCall, plan_id: str, *, agent: str = "claude-code",
-                   root: str | None = None) -> dict[str, Any]:
+                   root: str | None = None, home: str | None = None) -> dict[str, Any]:
     """The authorize request (SPEC §4) for a PreToolUse: the plan, the tool's arguments as
     the agent sent them, the sandbox root (the session's cwd, or another root the operator
     named, `choose_root`; no sandbox_id: the agent's own sandbox is not toolgate's to
     assert). What the tool does comes from the registry (examples/claude-code.yaml); the
     metadata ties the decision to the call and names the agent."""
-    return {
-        "plan_id": plan_id,
-        "tool": {"name": call.tool, "args": call.args},
-        "context": {
-            "sandbox_root": root or call.cwd,
-            "metadata": {"hook": agent, "session_id": call.session_id,
-                         "tool_use_id": call.tool_use_id, "agent_tool": call.agent_tool},
-        },
+    context: dict[str, Any] = {
+        "sandbox_root": root or call.cwd,
+        "metadata": {"hook": agent, "session_id": call.session_id,
+                     "tool_use_id": call.tool_use_id, "agent_tool": call.agent_tool},
     }
+    if home := home or call.home:
+        context["variables"] = {"HOME": home}
+    return {"plan_id": plan_id, "tool": {"name": call.tool, "args": call.args},
+            "context": context}
 
 
 def choose_root(call: HookCall, path_args: tuple[str, ...], roots: tuple[str, ...],

@@ -68,6 +68,9 @@ async def claude_code_hook(
         description="Other absolute directories the agent may write in besides the "
                     "session's cwd (a call whose paths all lie in one is decided under "
                     "it)")] = None,
+    home: Annotated[str | None, Query(
+        description="The agent's home directory (call rules' `~` and `$HOME`); without "
+                    "it, read from where the body's transcript_path lies")] = None,
 ) -> Response:
     """`PreToolUse`: one decision (the same as `POST /v1/authorize-tool`), answered in
     Claude Code's format: `permissionDecision` `allow`, `deny` (reason `<ErrorClass>
@@ -80,5 +83,5 @@ async def claude_code_hook(
     answer = await hooks.answer(await request.body(), plan_id=plan_id, action=action,
                                 principal=principal, caller=caller, page=page,
                                 gateways=frozenset(gateway or ()), agent=agent,
-                                roots=root or [])
+                                roots=root or [], home=home)
     return _json(answer)

@@ -49,10 +49,11 @@ def _escapes(args: dict[str, Any], path_args: tuple[str, ...], root: str) -> Any
     return find_escape(args, path_args, root=root, variables={})
 
 
-def hook_setup(raw: bytes, agent: str | None, roots: list[str]) -> tuple[str, tuple[str, ...]]:
-    """The hook URL's `?agent=` (default claude-code) and `?root=` values, checked: the
-    agent one toolgate knows (app/hooks/agents.py), each root an absolute directory path
-    the sandbox check can use."""
+def hook_setup(raw: bytes, agent: str | None, roots: list[str], home: str | None = None
+               ) -> tuple[str, tuple[str, ...], str | None]:
+    """The hook URL's `?agent=` (default claude-code), `?root=` and `?home=` values,
+    checked: the agent one toolgate knows (app/hooks/agents.py), each root (and the home)
+    an absolute directory path the sandbox check can use."""
     agent = DEFAULT if agent is None else agent
     if agent not in NAMES:
         raise Undecidable(f"agent '{agent[:100]}' is not one toolgate knows "
@@ -61,13 +62,13 @@ def hook_setup(raw: bytes, agent: str | None, roots: list[str]) -> tuple[str, tu
     if len(roots) > MAX_ROOTS:
         raise Undecidable(f"the hook URL names more than {MAX_ROOTS} roots",
                           code="invalid_hook_url", event=peek_event(raw))
-    for root in roots:
+    for name, path in [*(("root", r) for r in roots), *([("home", home)] if home else [])]:
         try:
-            check_root(root)
+            check_root(path)
         except PathEscape as exc:
-            raise Undecidable(f"root '{root[:200]}': {exc}", code="invalid_hook_url",
+            raise Undecidable(f"{name} '{path[:200]}': {exc}", code="invalid_hook_url",
                               event=peek_event(raw)) from None
-    return agent, tuple(roots)
+    return agent, tuple(roots), home
 
 
 class Hooks:
@@ -87,10 +88,11 @@ class Hooks:
     async def answer(self, raw: bytes, *, plan_id: str | None, action: str | None,
                      principal: Principal, caller: Caller, page: str,
                      gateways: frozenset[str] = frozenset(), agent: str | None = None,
-                     roots: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+                     roots: list[str] | tuple[str, ...] = (),
+                     home: str | None = None) -> dict[str, Any]:
         """The hook's answer to one body. Raises Undecidable or a ToolgateError for a call
         it cannot decide on (the route answers those with a deny, app/hooks/routes.py)."""
-        agent, roots = hook_setup(raw, agent, list(roots))
+        agent, roots, home = hook_setup(raw, agent, list(roots), home)
         if (plan_id is None) == (action is None):
             raise Undecidable("the hook URL needs exactly one of ?plan_id= or ?action=",
                               code="invalid_hook_url", event=peek_event(raw))
@@ -121,7 +123,7 @@ class Hooks:
             if action is not None:
                 await self._session_plan(plan, action, principal=principal, caller=caller)
             return await self._decide(call, plan, principal=principal, caller=caller,
-                                      page=page, agent=agent, roots=roots)
+                                      page=page, agent=agent, roots=roots, home=home)
         return await self._outcome(call, plan, principal=principal, caller=caller)
 
     async def _session_plan(self, plan_id: str, action: str, *, principal: Principal,
@@ -142,7 +144,7 @@ class Hooks:
 
     async def _decide(self, call: HookCall, plan_id: str, *, principal: Principal,
                       caller: Caller, page: str, agent: str,
-                      roots: tuple[str, ...]) -> dict[str, Any]:
+                      roots: tuple[str, ...], home: str | None) -> dict[str, Any]:
         root = None
         if roots:  # the registry's path_args say which arguments are paths (a stale
             # entry can only choose among the operator's roots; the core checks the paths)
@@ -154,7 +156,7 @@ class Hooks:
                                       roots, _escapes)
         try:
             request = decode_authorize(claude.authorize_body(call, plan_id, agent=agent,
-                                                             root=root))
+                                                             root=root, home=home))
         except ValidationError as invalid:
             fields = ", ".join(f"{d['field']} ({d['message']})"
                                for d in validation_details(invalid.errors()))

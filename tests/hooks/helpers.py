@@ -37,7 +37,8 @@ async def agent_key(client: httpx.AsyncClient, projects: list[str] | None = None
 
 def pre(tool: str, tool_input: dict, *, session: str = "s-1", cwd: str = "/work/repo",
         tool_use_id: str = "toolu_01", **extra: Any) -> dict:
-    return {"session_id": session, "transcript_path": "/tmp/t.jsonl", "cwd": cwd,
+    return {"session_id": session, "cwd": cwd,
+            "transcript_path": f"/home/dev/.claude/projects/-work-repo/{session}.jsonl",
             "permission_mode": "default", "hook_event_name": "PreToolUse",
             "tool_name": tool, "tool_input": tool_input, "tool_use_id": tool_use_id,
             **extra}

@@ -201,6 +201,7 @@ async def test_decisions_are_listed_by_agent(client, agent):
     await apply_mapping(client)  # Claude Code's tools too
     _, by_gemini = await ask(client, agent, "before_write_file")
     claude_body = {"session_id": "c-1", "cwd": "/work/repo", "hook_event_name": "PreToolUse",
+                   "transcript_path": "/home/dev/.claude/projects/-work-repo/c-1.jsonl",
                    "tool_name": "Write", "tool_use_id": "toolu_agent",
                    "tool_input": {"file_path": "/work/repo/a", "content": "x",
                                   "agent": "gemini-cli"}}

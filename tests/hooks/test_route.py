@@ -52,7 +52,7 @@ async def test_deny_names_class_code_and_decision(client, agent):
 async def test_a_write_outside_cwd_is_a_sandbox_escape(client, agent):
     inside = await hook(client, pre("Write", {"file_path": "/work/repo/x.txt",
                                               "content": "hi"}), agent)
-    assert permission(inside)[0] == "allow"
+    assert permission(inside)[0] == "allow", permission(inside)
     for path in ("/etc/passwd", "/work/repo/../other/x", "/work/repository/x"):
         outside = await hook(client, pre("Write", {"file_path": path, "content": "hi"},
                                          tool_use_id="toolu_09"), agent)
@@ -197,7 +197,7 @@ async def test_the_fastapi_route_answers_as_the_plain_asgi_one(settings):
         await apply_mapping(slow)
         key = await agent_key(slow, projects=["agents"])
         assert permission(await hook(slow, pre("Read", {}), key))[0] == "allow"
-        decision, reason = permission(await hook(slow, pre("Bash", {"command": "ls"},
+        decision, reason = permission(await hook(slow, pre("Bash", {"command": "rm -rf build"},
                                                           tool_use_id="t2"), key))
         assert decision == "deny" and "(unsafe_tool)" in reason
         r = await slow.post(HOOK + "?action=coding", content=b"{", headers=key)
@@ -300,3 +300,25 @@ async def test_no_gateway_name_covers_a_built_in_tool(client, agent, tool, tool_
     stored = (await client.get(f"/v1/decisions/{decision_id}")).json()
     assert (stored["tool"], stored["allowed"], stored["detail"]["agent"]) == (
         tool, False, "claude-code")
+
+
+async def test_the_agents_home_is_where_its_transcript_lies_or_the_url_says(client, agent):
+    """Call rules resolve `~` with context.variables.HOME (docs/rules.md), and a deny rule
+    on `~/...` matches every path when it is unknown: the hook sends the agent's home,
+    read from the body's transcript_path (its runtime's folder) or given as ?home=."""
+    def read(path: str, **kw) -> dict:
+        return pre("Read", {"file_path": path}, **kw)
+
+    inside = await hook(client, read("/work/repo/x.txt"), agent)
+    assert permission(inside)[0] == "allow", permission(inside)
+    decision_id = permission(inside)[1].rsplit("[decision ", 1)[1].rstrip("]")
+    stored = (await client.get(f"/v1/decisions/{decision_id}")).json()
+    assert stored["detail"]["context"]["variables"] == {"HOME": "/home/dev"}
+    secret = await hook(client, read("/home/dev/.ssh/id_ed25519", tool_use_id="t2"), agent)
+    assert "(rule_denied)" in permission(secret)[1]
+    unknown = read("/work/repo/x.txt", tool_use_id="t3", transcript_path="/tmp/t.jsonl")
+    assert permission(await hook(client, unknown, agent))[0] == "deny"
+    told = await hook(client, unknown, agent, query="?action=coding&home=/home/dev")
+    assert permission(told)[0] == "allow", permission(told)
+    bad = await hook(client, unknown, agent, query="?action=coding&home=relative")
+    assert "invalid_hook_url" in permission(bad)[1]
