@@ -138,7 +138,9 @@ class _Facts:
 
     def hosts(self) -> list[str]:
         if self._hosts is None:
-            urls = [v for name in self.call.url_args for v in _values(self.call.args.get(name))]
+            # A URL argument without a scheme (`github.com/x`) names a host all the same.
+            urls = [v if "://" in v[:24] else "http://" + v
+                    for name in self.call.url_args for v in _values(self.call.args.get(name))]
             analysis = self.analysis
             if analysis is not None:
                 urls.extend(analysis.urls)
