@@ -86,7 +86,9 @@ def run(base: str, admin: str, count: int) -> dict:
 
     def hook_body(i: int) -> bytes:
         return json.dumps({
-            "session_id": SESSION, "transcript_path": "/tmp/t.jsonl", "cwd": cwd,
+            "session_id": SESSION, "cwd": cwd,
+            # Under the agent's folder: the hook reads the home from it (call rules' ~).
+            "transcript_path": f"/home/bench/.claude/projects/-work-repo/{SESSION}.jsonl",
             "permission_mode": "default", "hook_event_name": "PreToolUse",
             "tool_name": "Read", "tool_input": {"file_path": f"{cwd}/src/{i}.py"},
             "tool_use_id": f"toolu_bench_{i}"}).encode()
@@ -97,9 +99,10 @@ def run(base: str, admin: str, count: int) -> dict:
         return json.dumps({
             "plan_id": plan_id,
             "tool": {"name": "Read", "args": {"file_path": f"{cwd}/src/{i}.py"}},
-            "context": {"sandbox_root": cwd, "metadata": {
-                "hook": "claude-code", "session_id": SESSION,
-                "tool_use_id": f"toolu_bench_{i}", "agent_tool": "Read"}}}).encode()
+            "context": {"sandbox_root": cwd, "variables": {"HOME": "/home/bench"},
+                        "metadata": {"hook": "claude-code", "session_id": SESSION,
+                                     "tool_use_id": f"toolu_bench_{i}",
+                                     "agent_tool": "Read"}}}).encode()
 
     timings: dict[str, list[float]] = {"hook": [], "authorize": []}
     with httpx.Client(base_url=base, headers=headers, timeout=30) as c:
