@@ -419,3 +419,22 @@ def _seconds(iso: str) -> float:
     from datetime import datetime
 
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def test_a_hook_decision_names_its_agent(page, site):
+    """A coding agent's hook decision shows the agent (detail.agent, SPEC §20)."""
+    with site.client("admin") as c:
+        c.put("/v1/tools/agent_read", json={"capability": READER, "safety_category": "safe"}
+              ).raise_for_status()
+    body = {"session_id": "ui-gem", "cwd": "/work/repo", "hook_event_name": "PreToolUse",
+            "transcript_path": "/home/dev/.gemini/tmp/x/chats/ui-gem.json",
+            "tool_name": "agent_read", "tool_input": {"file_path": "/work/repo/a"},
+            "tool_use_id": "ui-gem-1"}
+    with site.client("agent") as c:
+        answer = c.post(f"/v1/hooks/claude-code?plan_id={site.reads}&agent=gemini-cli",
+                        json=body).json()["hookSpecificOutput"]
+    assert answer["permissionDecision"] == "allow", answer
+    decision_id = answer["permissionDecisionReason"].rsplit("[decision ", 1)[1].rstrip("]")
+    page.sign_in(site.keys["admin"])
+    page.go(f"decision/{decision_id}")
+    assert page.text("#decision-agent") == "gemini-cli"
