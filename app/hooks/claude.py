@@ -34,11 +34,12 @@ class Undecidable(Exception):
     """A hook body toolgate cannot decide on: answered deny, never an empty allow."""
 
     def __init__(self, message: str, *, code: str = "invalid_hook_input",
-                 event: str | None = None) -> None:
+                 event: str | None = None, error: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
         self.event = event
+        self.error = error  # a deny's own class (the deny table's), not "could not decide"
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,11 +225,14 @@ def command_output(verdict: Any) -> dict[str, Any] | None:
     return None
 
 
-def refusal(code: str, message: str, event: str | None) -> dict[str, Any]:
-    """The answer to a body toolgate cannot decide on. A PreToolUse (or a body whose
+def refusal(code: str, message: str, event: str | None,
+            error: str | None = None) -> dict[str, Any]:
+    """The answer to a body toolgate cannot decide on, or (`error`: a deny table class)
+    a call it denies without a decision of the pipeline. A PreToolUse (or a body whose
     event is unknown) is denied; a PostToolUse whose outcome cannot be recorded says so to
     the model (`decision: block`, Claude Code's way of showing a PostToolUse's reason)."""
-    why = f"ToolgateUnavailableError ({code}): toolgate could not decide: {message}"
+    why = (f"{error} ({code}): {message}" if error else
+           f"ToolgateUnavailableError ({code}): toolgate could not decide: {message}")
     if event in (POST, POST_FAILURE):
         return {"decision": "block", "reason": why}
     answer = pre_answer("deny", why)

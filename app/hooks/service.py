@@ -36,6 +36,7 @@ from app.ledger.service import Ledger
 from app.log.audit import record_decisions
 from app.plans.schemas import PlanIn
 from app.plans.use import plan_use
+from app.policy.denies import DENY_CODES
 from app.policy.paths import PathEscape, check_root, find_escape
 from app.policy.tool import MissingCapability
 from app.store.engine import WRITE_OPTION, read_only
@@ -166,11 +167,9 @@ class Hooks:
             decided = self.pipeline.decide(request, principal, caller)
             if type(decided) is NeedsIO:
                 decided = await self.pipeline.finish(decided)
-        except MissingCapability:
-            raise Undecidable(f"tool '{call.tool}' is not in the registry, so toolgate does "
-                              "not know what it does (apply examples/claude-code.yaml, or "
-                              f"register it){claude.gateway_hint(call.agent_tool)}",
-                              code="unregistered_tool", event=PRE) from None
+        except MissingCapability:  # a deny of its own, never "could not decide"
+            raise Undecidable(_unregistered(call, agent), code=UNREGISTERED, event=PRE,
+                              error=DENY_CODES[UNREGISTERED].error) from None
         response = decided.answer
         decided.record["detail"]["agent"] = agent  # SPEC §20: each agent named
         await record_decisions(self.decision_log, [decided.record])
@@ -222,10 +221,29 @@ def peek_event(raw: bytes) -> str | None:
     return event if isinstance(event, str) else None
 
 
+UNREGISTERED = "unregistered_tool"
+
+
+def _unregistered(call: HookCall, agent: str) -> str:
+    """Why a call of a tool the registry does not know is denied, and the file that
+    registers it: the agent's mapping file for its own tools, the operator's policy file for
+    an MCP server's (`S.T`)."""
+    if "." in call.tool:  # an MCP tool, named S.T
+        where = (f"register '{call.tool}' in your policy file's tools: section and run "
+                 f"`toolgate apply FILE` (docs/registry.md); examples/{agent}.yaml "
+                 f"registers {agent}'s own tools only")
+    else:
+        where = (f"apply examples/{agent}.yaml (`toolgate apply examples/{agent}.yaml`), "
+                 f"which registers {agent}'s own tools, or register '{call.tool}' in your "
+                 "policy file")
+    return (f"tool '{call.tool}' is not in toolgate's registry, so it is denied: toolgate "
+            f"does not guess what a tool does; {where}{claude.gateway_hint(call.agent_tool)}")
+
+
 def refused(exc: Exception, event: str | None) -> dict[str, Any]:
     """The deny for a hook call that could not be decided: never an empty allow."""
     if isinstance(exc, Undecidable):
-        return claude.refusal(exc.code, exc.message, exc.event or event)
+        return claude.refusal(exc.code, exc.message, exc.event or event, exc.error)
     if isinstance(exc, ToolgateError):
         return claude.refusal(exc.code, exc.message, event)
     log.exception("hook call not decided")

@@ -39,8 +39,11 @@ ERROR_CLASSES: tuple[ErrorClass, ...] = (
                "A destructive tool needs dry_run or confirmed."),
     ErrorClass("ToolSandboxEscapeError", "ToolRuntimeError", ("sandbox_path_escape",),
                "A path argument escapes the sandbox root."),
-    ErrorClass("ToolNotActivatedError", "ToolRuntimeError", ("tool_not_activated",),
-               "The tool is not activated (e.g. not in the registry when that is required)."),
+    ErrorClass("ToolNotActivatedError", "ToolRuntimeError",
+               ("tool_not_activated", "unregistered_tool"),
+               "The tool is not activated (e.g. not in the registry when that is required); "
+               "unregistered_tool: a coding agent's hook named a tool the registry does not "
+               "know, and nothing says what it does."),
     ErrorClass("ToolActivationError", "ToolRuntimeError", ("activation_failed",),
                "Tool activation failed."),
     ErrorClass("ToolExecutionError", "ToolRuntimeError", ("execution_failed",),
@@ -101,13 +104,14 @@ LAYER_CHECKS: dict[str, tuple[CheckSpec, ...]] = {
 
 # Checks that are not a step of a layer's sequence, each decided by one core function:
 # `registry` replaces the runtime checks after `read_only` for a tool the registry does
-# not know in a project that requires registration (checks.unregistered); the plan
+# not know in a project that requires registration (checks.unregistered), and answers a
+# hook's call of a tool the registry does not know (unregistered_tool, app/hooks); the plan
 # transition guard (checks.check_plan_transition, seed 001 layer 4) and the pre-model
 # phrase screen (screening.screen_deny, seed 003) answer routes of their own.
 OTHER_CHECKS: tuple[CheckSpec, ...] = (
     # Call rules (SPEC §18): evaluated before check 1, by app/policy/rules.
     CheckSpec("rules", ("rule_denied",)),
-    CheckSpec("registry", ("tool_not_activated",)),
+    CheckSpec("registry", ("tool_not_activated", "unregistered_tool")),
     CheckSpec("plan_transition", ("plan_read_only",)),
     CheckSpec("screen", ("unsafe_phrase",)),
 )

@@ -132,8 +132,6 @@ BAD_BODIES = [
     (b'{"hook_event_name": "PreToolUse", "session_id": "s", "tool_use_id": "t", '
      b'"cwd": "/w", "tool_name": "not a name", "tool_input": {}}', "tool.name"),
     (b'{"hook_event_name": "PreToolUse", "session_id": "s", "tool_use_id": "t", '
-     b'"cwd": "/w", "tool_name": "Unmapped", "tool_input": {}}', "unregistered_tool"),
-    (b'{"hook_event_name": "PreToolUse", "session_id": "s", "tool_use_id": "t", '
      b'"cwd": "/w", "tool_name": "Read", "tool_input": []}', "tool_input"),
 ]
 
@@ -154,6 +152,27 @@ async def test_bad_bodies_are_a_deny_never_an_error(client, agent):
     r = await client.post(HOOK + "?action=coding", json=big, headers=agent)
     assert r.status_code == 200 and permission(r.json())[0] == "deny", r.text[:300]
     assert "payload_too_large" in permission(r.json())[1]
+
+
+async def test_an_unregistered_tool_is_a_deny_of_its_own_naming_the_file(client, agent):
+    """Issue 45 item 3: a tool the registry does not know is denied with its own code and
+    class (the deny table's), not "toolgate could not decide"; the hint names the file
+    that registers it: the agent's mapping file for its own tools, the policy file for an
+    MCP server's."""
+    builtin = await hook(client, pre("Unmapped", {}), agent)
+    decision, reason = permission(builtin)
+    assert decision == "deny" and builtin["decision"] == "block"
+    assert reason.startswith("ToolNotActivatedError (unregistered_tool): tool 'Unmapped' is "
+                             "not in toolgate's registry, so it is denied"), reason
+    assert "could not decide" not in reason and "examples/claude-code.yaml" in reason
+    mcp = await hook(client, pre("mcp__fs__write_file", {"path": "/x"}, tool_use_id="t2"),
+                     agent)
+    decision, reason = permission(mcp)
+    assert decision == "deny" and reason.startswith("ToolNotActivatedError (unregistered_tool)")
+    assert "register 'fs.write_file' in your policy file's tools: section" in reason, reason
+    errors = (await client.get("/v1/errors")).json()["errors"]
+    assert "unregistered_tool" in next(e for e in errors
+                                       if e["error"] == "ToolNotActivatedError")["codes"]
 
 
 async def test_bad_urls_are_a_deny(client, agent):

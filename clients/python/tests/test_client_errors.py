@@ -44,7 +44,8 @@ SPEC_TABLE: dict[str, tuple[str | None, tuple[str, ...]]] = {
     "ToolRetryLimitExceededError": ("ToolRuntimeError", ("retry_limit_exceeded",)),
     "ToolConfirmationRequiredError": ("ToolRuntimeError", ("confirmation_required",)),
     "ToolSandboxEscapeError": ("ToolRuntimeError", ("sandbox_path_escape",)),
-    "ToolNotActivatedError": ("ToolRuntimeError", ("tool_not_activated",)),
+    # unregistered_tool: toolgate's own, a hook's call of an unknown tool (issue 45 item 3)
+    "ToolNotActivatedError": ("ToolRuntimeError", ("tool_not_activated", "unregistered_tool")),
     "ToolActivationError": ("ToolRuntimeError", ("activation_failed",)),
     "ToolExecutionError": ("ToolRuntimeError", ("execution_failed",)),
     "ToolDeactivationError": ("ToolRuntimeError", ("deactivation_failed",)),

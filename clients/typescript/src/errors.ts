@@ -132,7 +132,7 @@ export const CODES: Readonly<Record<string, readonly string[]>> = Object.freeze(
   ToolRetryLimitExceededError: ["retry_limit_exceeded"],
   ToolConfirmationRequiredError: ["confirmation_required"],
   ToolSandboxEscapeError: ["sandbox_path_escape"],
-  ToolNotActivatedError: ["tool_not_activated"],
+  ToolNotActivatedError: ["tool_not_activated", "unregistered_tool"],
   ToolActivationError: ["activation_failed"],
   ToolExecutionError: ["execution_failed"],
   ToolDeactivationError: ["deactivation_failed"],

@@ -174,7 +174,9 @@ class ToolSandboxEscapeError(ToolRuntimeError):
 
 
 class ToolNotActivatedError(ToolRuntimeError):
-    pass
+    """The tool is not activated: not in the registry where that is required
+    (``tool_not_activated``), or a hook's call of a tool the registry does not know
+    (``unregistered_tool``)."""
 
 
 class ToolActivationError(ToolRuntimeError):
@@ -231,7 +233,7 @@ CODES: dict[str, tuple[str, ...]] = {
     "ToolRetryLimitExceededError": ("retry_limit_exceeded",),
     "ToolConfirmationRequiredError": ("confirmation_required",),
     "ToolSandboxEscapeError": ("sandbox_path_escape",),
-    "ToolNotActivatedError": ("tool_not_activated",),
+    "ToolNotActivatedError": ("tool_not_activated", "unregistered_tool"),
     "ToolActivationError": ("activation_failed",),
     "ToolExecutionError": ("execution_failed",),
     "ToolDeactivationError": ("deactivation_failed",),
