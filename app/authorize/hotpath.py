@@ -225,23 +225,15 @@ _STARTED = "toolgate.started"  # perf_counter() at the request's start (access l
 
 async def _answer(send: Any, body: bytes, outbox: _Outbox | None, ack: int | None,
                   request_id: bytes) -> None:
-    """200 with the JSON `body`, written to the connection in one piece: under toolgate's
-    protocol its cycle renders the answer (Cycle.render) and this writes it; under uvicorn
-    as follows.
+    """200 with the JSON `body`. Under toolgate's protocol (the default) its cycle renders
+    the answer (Cycle.render) and this writes it in one piece: one write, one TCP segment,
+    one wakeup of a client that reads each write as it lands. Given the `outbox` and the
+    number of the commit acknowledgement that released this request, the write waits in
+    the outbox until every request of that acknowledgement has been answered, and they
+    all go out together (see _Outbox).
 
-    uvicorn writes the status line and headers, then the body, as two socket writes. On a
-    loopback or LAN client that reads each one as it lands, that is two wakeups of the
-    client and two TCP segments per answer. So while uvicorn handles our two messages, its
-    request cycle writes into a holder that passes the bytes on in one write afterwards
-    (and before a close). Only when `send` is the method of a cycle of uvicorn's httptools
-    protocol (`uvicorn[standard]`, what `toolgate serve` runs): its response-complete step
-    writes nothing itself. uvicorn's h11 protocol does (it parses a pipelined next request
-    there and may answer it 400 and close), which would put that answer before ours, so
-    under h11, as under any other server, the messages go out as from any ASGI app.
-
-    Given the `outbox` and the number of the commit acknowledgement that released this
-    request, the write waits in the outbox until every request of that acknowledgement
-    has been answered, and they all go out together (see _Outbox)."""
+    Under any other server (TOOLGATE_HTTP_PROTOCOL=uvicorn included) the two ASGI messages
+    go out as from any ASGI app: nothing of the server's own objects is touched."""
     start = {"type": "http.response.start", "status": 200,
              "headers": [*_JSON_HEADERS, (b"content-length", str(len(body)).encode()),
                          (b"x-request-id", request_id)]}
@@ -258,57 +250,8 @@ async def _answer(send: Any, body: bytes, outbox: _Outbox | None, ack: int | Non
                 cycle.transport.write(data)
             cycle.done()
         return
-    message = {"type": "http.response.body", "body": body}
-    transport = getattr(cycle, "transport", None)
-    if transport is None or type(cycle).__module__ != _HTTPTOOLS:
-        await send(start)
-        await send(message)
-        return
-    held = _OneWrite(transport)
-    cycle.transport = held
-    try:
-        await send(start)
-        await send(message)
-    finally:
-        cycle.transport = transport
-        data = held.release()
-        if data and not (outbox is not None and outbox.hold(transport, data, ack)):
-            transport.write(data)
-
-
-# Not an import of uvicorn's private modules: a module name compared, and `transport` read
-# with getattr, so a uvicorn release that changes its cycle loses only this one-write
-# optimisation (the answer then goes out as from any ASGI app). tests/authorize/
-# test_one_write.py drives uvicorn's own classes; pyproject pins the tested uvicorn.
-_HTTPTOOLS = "uvicorn.protocols.http.httptools_impl"
-
-
-class _OneWrite:
-    """Stands in for a transport: keeps what is written until `release` (or `close`, which
-    writes it first). Anything else is the transport's own."""
-
-    __slots__ = ("_transport", "_parts")
-
-    def __init__(self, transport: Any) -> None:
-        self._transport = transport
-        self._parts: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        self._parts.append(data)
-
-    def release(self) -> bytes:
-        data = b"".join(self._parts)
-        self._parts.clear()
-        return data
-
-    def close(self) -> None:  # uvicorn closes after the body when the client asked to
-        data = self.release()
-        if data:
-            self._transport.write(data)
-        self._transport.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
+    await send(start)
+    await send({"type": "http.response.body", "body": body})
 
 
 class _Outbox:

@@ -37,7 +37,6 @@ from typing import Annotated, Any, Literal, Union
 
 import annotated_types as at
 import msgspec
-import orjson
 from pydantic import AllowInfNan, BaseModel, StringConstraints, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
@@ -121,35 +120,74 @@ def _wire_type(hint: Any, metadata: typing.Iterable[Any] = ()) -> Any:
     return Annotated[wired, msgspec.Meta(**meta)] if meta else wired
 
 
-def _struct(model: type[BaseModel], name: str, *, frozen: bool = False,
+_FILLS: dict[Any, Any] = {}  # Struct -> its fill(struct) (below)
+
+
+def _struct(model: type[BaseModel], name: str, *,
             namespace: dict[str, Any] | None = None) -> Any:
+    """The Struct of `model`: every field with a default decodes as UNSET when the body
+    leaves it out, so that encoded again the Struct holds exactly the members it was sent
+    (UNSET is never encoded; a member sent with its default value is), which is what the
+    duplicate-key proof counts (app/edge/jsonkeys.py). `_FILLS[struct]` then gives each
+    UNSET its default, before anything reads the request."""
     checked = {f for v in model.__pydantic_decorators__.field_validators.values()
                for f in v.info.fields}
     if checked != _FIELD_VALIDATORS.get(model, set()) \
             or model.__pydantic_decorators__.model_validators:
         raise TypeError(f"{model.__name__} has a validator app/authorize/wire.py does not apply")
-    fields = []
+    fields: list[Any] = []
+    fills: list[str] = []
+    scope: dict[str, Any] = {"UNSET": msgspec.UNSET}
     for field_name, info in model.model_fields.items():
         hint = _wire_type(info.annotation, info.metadata)
         factory = info.default_factory
+        default = f"_{field_name}"
         if info.default is not PydanticUndefined:
-            fields.append((field_name, hint, info.default))
+            scope[default] = info.default  # None, a bool, a number, a string: immutable
         elif factory in (dict, list):
-            fields.append((field_name, hint, factory()))  # an empty default msgspec copies
+            default = "{}" if factory is dict else "[]"  # a new one per request
         elif isinstance(factory, type) and issubclass(factory, BaseModel):
-            # A default value, not a factory: omitted when encoded again, as absent.
-            fields.append((field_name, hint, _STRUCTS[factory]()))
-        elif factory is None:
+            # A copy of the model's Struct with every default (shallow, in C).
+            scope[default] = _DEFAULTS[_STRUCTS[factory]]
+            default = f"{default}.__copy__()"
+        elif factory is None:  # required
             fields.append((field_name, hint))
+            inner = _inner_struct(info.annotation)
+            if inner is not None:
+                scope[f"fill_{field_name}"] = _FILLS[_STRUCTS[inner]]
+                fills.append(f"    fill_{field_name}(s.{field_name})")
+            continue
         else:
             raise TypeError(f"{model.__name__}.{field_name}: a default_factory of {factory!r}")
+        fields.append((field_name, hint | msgspec.UnsetType, msgspec.UNSET))
+        fills.append(f"    if s.{field_name} is UNSET:\n        s.{field_name} = {default}")
+        inner = _inner_struct(info.annotation)
+        if inner is not None:  # a sent member that is itself a Struct: filled in turn
+            scope[f"fill_{field_name}"] = _FILLS[_STRUCTS[inner]]
+            fills.append(f"    elif s.{field_name} is not None:\n"
+                         f"        fill_{field_name}(s.{field_name})")
     struct = msgspec.defstruct(
-        name, fields, kw_only=True, frozen=frozen, forbid_unknown_fields=True,
-        # omit_defaults: encoded again, a decoded body holds only members it was sent,
-        # which is what the duplicate-key proof counts (app/edge/jsonkeys.py)
-        omit_defaults=True, namespace=namespace, module=__name__)
+        name, fields, kw_only=True, forbid_unknown_fields=True,
+        namespace=namespace, module=__name__)
+    # Straight-line code, one test per field: a loop over the fields cost twice as much.
+    exec(compile("def fill(s):\n" + ("\n".join(fills) or "    pass") + "\n    return s\n",
+                 f"<fill {name}>", "exec"), scope)
+    _FILLS[struct] = scope["fill"]
     _STRUCTS[model] = struct
+    _DEFAULTS[struct] = scope["fill"](struct()) if not any(len(f) == 2 for f in fields) \
+        else None
     return struct
+
+
+_DEFAULTS: dict[Any, Any] = {}  # Struct -> its instance with every default (when it has one)
+
+
+def _inner_struct(hint: Any) -> type[BaseModel] | None:
+    """The pydantic model a field holds (directly, or or-None), when it has a Struct."""
+    for arg in (hint, *typing.get_args(hint)):
+        if isinstance(arg, type) and issubclass(arg, BaseModel) and arg in _STRUCTS:
+            return arg
+    return None
 
 
 def _within_limits(self: Any) -> bool:
@@ -170,7 +208,7 @@ def _core_tool(self: Any, registered: RegisteredTool | None) -> Tool:
 
 CapabilityWire = _struct(CapabilityIn, "CapabilityWire")
 ToolWire = _struct(ToolIn, "ToolWire")
-ContextWire = _struct(ContextIn, "ContextWire", frozen=True)  # frozen: one shared default
+ContextWire = _struct(ContextIn, "ContextWire")
 # What decide() reads of an authorize request; AuthorizeIn has the same attributes.
 AuthorizeWire = _struct(AuthorizeIn, "AuthorizeWire", namespace={
     "core_context": _core_context, "core_tool": _core_tool, "within_limits": _within_limits})
@@ -183,11 +221,14 @@ def _refused_root(wire: AuthorizeWire) -> bool:
     return root is not None and root_refusal(root) is not None
 
 
+_FILL = _FILLS[AuthorizeWire]
+
+
 def decode_authorize(data: Any) -> AuthorizeWire | AuthorizeIn:
     """The request in `data` (parsed JSON); raises pydantic's ValidationError, naming the
     fields, for a body AuthorizeIn refuses."""
     try:
-        wire = msgspec.convert(data, AuthorizeWire, strict=True)
+        wire = _FILL(msgspec.convert(data, AuthorizeWire, strict=True))
         if _refused_root(wire):
             return AuthorizeIn.model_validate(data)  # refused, in AuthorizeIn's words
         if wire.safety_profile is not None:
@@ -207,14 +248,10 @@ _ENCODER = msgspec.json.Encoder()
 
 def _no_duplicate_key(raw: bytes, wire: AuthorizeWire) -> bool:
     """Whether `raw` provably names no key twice in one object (app/edge/jsonkeys.py): the
-    decoded Struct encoded again (only the members it was sent: omit_defaults) has as
-    many colons as the text. Where a member sent with its default value makes the Struct
-    count short, the same count on the plain decoding. False: the other way looks closely
-    and names the key."""
-    # orjson for the plain one: faster both ways, and the text has no number past 64 bits
-    # (the caller left those to the other way already).
-    return (counts_agree(raw, _ENCODER.encode(wire))
-            or counts_agree(raw, orjson.dumps(orjson.loads(raw))))
+    decoded Struct, before its UNSETs are filled, encoded again (exactly the members it was
+    sent) has as many colons as the text. False: a key may repeat, and the other way
+    parses the text again, looks closely and names the key."""
+    return counts_agree(raw, _ENCODER.encode(wire))
 # 19 digits in a row: a number that may be past 64 bits, where orjson and msgspec part ways
 # (digits inside strings match too, and merely take the other way). Found by mapping every
 # digit to "0" and anything else to " ", then one substring search: 0.5 µs, where a regex
@@ -233,7 +270,10 @@ def decode_authorize_json(raw: bytes) -> AuthorizeWire | None:
         return None
     try:
         wire = _DECODER.decode(raw)
-        if not _no_duplicate_key(raw, wire) or _refused_root(wire):
+        if not _no_duplicate_key(raw, wire):
+            return None
+        _FILL(wire)
+        if _refused_root(wire):
             return None
         if wire.safety_profile is not None:
             if wire.plan_id is not None:

@@ -1,7 +1,8 @@
-"""The hot route's answer reaches the connection in one write under uvicorn's httptools
-protocol, whole and in order, with keep-alive and with Connection: close; the answers one
-acknowledgement released are written together, after all of them were decided. Under
-uvicorn's h11 protocol the answer goes out as from any ASGI app, and under both the
+"""The hot route's answer reaches the connection in one write under toolgate's own
+protocol (app/edge/connection.py), whole and in order, with keep-alive and with
+Connection: close; the answers one acknowledgement released are written together, after
+all of them were decided. Under uvicorn's protocols (TOOLGATE_HTTP_PROTOCOL=uvicorn) the
+answer goes out as from any ASGI app, nothing of uvicorn's own objects touched: the
 connection sees what stock uvicorn would write.
 
 Driven through uvicorn's own protocol classes over a recording transport, as uvicorn's
@@ -16,6 +17,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from app.authorize.hotpath import _Outbox
+from app.edge.connection import HttpProtocol
 from app.log.records import new_record
 from tests.conftest import ADMIN_TOKEN
 from tests.uvicorn_wire import Recording
@@ -49,8 +51,9 @@ async def plan(client):
     return orjson.dumps({"plan_id": "p-1", "tool": READER})
 
 
-# httptools: one write per answer; h11: uvicorn's own two (status line and headers, body).
-WRITES = [(HttpToolsProtocol, 1), (H11Protocol, 2)]
+# toolgate's protocol: one write per answer; uvicorn's (httptools and h11): uvicorn's own
+# two, status line and headers, then the body.
+WRITES = [(HttpProtocol, 1), (HttpToolsProtocol, 2), (H11Protocol, 2)]
 
 
 @pytest.mark.parametrize(("protocol_class", "writes"), WRITES)
@@ -115,22 +118,22 @@ async def test_garbage_pipelined_behind_a_request_is_answered_as_stock_uvicorn_d
     assert statuses["stock"] == ([200, 400] if protocol_class is H11Protocol else [400])
 
 
-async def test_an_answer_is_not_held_when_another_hook_follows_the_log(client, plan):
-    log = client.app.state.decision_log
-    await _serve(client.app, HttpToolsProtocol, _request(plan), 1)
-    hook = log.after_ack
-    log.after_ack = lambda number: None  # not this outbox's flush: nothing would write
-    try:
-        transport = await _serve(client.app, HttpToolsProtocol, _request(plan), 1)
-    finally:
-        log.after_ack = hook
-    [(status, _, _)] = _responses(b"".join(transport.writes))
-    assert status == 200
+@pytest.mark.parametrize("protocol_class", [HttpToolsProtocol, H11Protocol])
+async def test_under_uvicorn_the_hot_route_writes_as_any_asgi_app(client, plan,
+                                                                  protocol_class):
+    """TOOLGATE_HTTP_PROTOCOL=uvicorn: no swap of uvicorn's private cycle's transport (issue
+    45): the same writes, byte for byte but the ids, as the app behind a plain `send`."""
+    await _serve(client.app, protocol_class, _request(plan), 1)  # key and plan cached
+    writes = {}
+    for name, app in (("stock", _as_any_asgi_app(client.app)), ("toolgate", client.app)):
+        transport = await _serve(app, protocol_class, _request(plan), 1)
+        writes[name] = [len(w) for w in transport.writes if w]
+    assert len(writes["toolgate"]) == len(writes["stock"]) == 2
 
 
 async def test_errors_on_the_hot_route_are_answered_whole(client, plan):
     bad = orjson.dumps({"plan_id": "no-such-plan", "tool": READER})
-    transport = await _serve(client.app, HttpToolsProtocol, _request(bad) + _request(plan), 2)
+    transport = await _serve(client.app, HttpProtocol, _request(bad) + _request(plan), 2)
     (status, _, body), (then, _, _) = _responses(b"".join(transport.writes))
     assert status == 404 and orjson.loads(body)["error"]["code"] == "not_found"
     assert then == 200
@@ -139,17 +142,17 @@ async def test_errors_on_the_hot_route_are_answered_whole(client, plan):
 async def test_the_answers_of_one_commit_leave_together_after_all_were_decided(client, plan):
     """Four connections whose requests arrive in one loop turn share a commit: no answer is
     written before every one of them is complete, then each is written once, whole."""
-    await _serve(client.app, HttpToolsProtocol, _request(plan), 1)  # key and plan cached
+    await _serve(client.app, HttpProtocol, _request(plan), 1)  # key and plan cached
     protocols: list = []
     early: list[bool] = []
 
     def on_write() -> None:  # at each socket write: had every request been answered?
-        early.append(not all(p.cycle is not None and p.cycle.response_complete
+        early.append(not all(p.cycle is not None and p.cycle.response_started
                              for p in protocols))
 
     transports = [Recording(on_write) for _ in range(4)]
     for transport in transports:
-        protocols.append(_connect(client.app, HttpToolsProtocol, transport))
+        protocols.append(_connect(client.app, HttpProtocol, transport))
     for protocol in protocols:
         protocol.data_received(_request(plan))
     for transport in transports:

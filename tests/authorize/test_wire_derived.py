@@ -14,16 +14,42 @@ from pydantic import Field, field_validator
 
 from app.authorize import wire
 from app.authorize.schemas import AuthorizeIn, ContextIn, ToolIn
+from app.edge.jsonkeys import counts_agree
 from app.kit.schemas import Name, Strict
+from bench.payload import BODY
 
 
 def test_every_field_and_default_of_the_model_is_the_structs():
     for model, struct in ((AuthorizeIn, wire.AuthorizeWire), (ContextIn, wire.ContextWire),
                           (ToolIn, wire.ToolWire)):
         assert set(struct.__struct_fields__) == set(model.model_fields)
-        decoded = msgspec.json.decode(b'{"tool": {"name": "t"}}', type=wire.AuthorizeWire)
+        decoded = wire.decode_authorize_json(b'{"tool": {"name": "t"}}')
         assert decoded.context.step_retry_count == ContextIn().step_retry_count
-    assert wire.ContextWire().accumulated_cost == ContextIn().accumulated_cost
+    assert wire._DEFAULTS[wire.ContextWire].accumulated_cost == ContextIn().accumulated_cost
+    left_out = msgspec.json.decode(b'{"tool": {"name": "t"}}', type=wire.AuthorizeWire)
+    assert left_out.context is msgspec.UNSET  # until filled: what the proof counts
+
+
+@pytest.mark.parametrize("body", [
+    BODY,  # the benchmark's body: "step_retry_count": 0, its default
+    b'{"plan_id": null, "explain": false, "tool": {"name": "t", "args": {}, "path_args": [],'
+    b' "capability": null}, "context": {"dry_run": false, "metadata": {}, "variables": {}}}',
+])
+def test_members_sent_with_their_default_keep_the_proof_on_the_struct(body):
+    """The duplicate-key proof (app/edge/jsonkeys.py) holds on the decoded Struct itself,
+    encoded again, for a body that sends members with their default value: no second
+    parse of the text (issue 45, the fast path; it was short by one member per default
+    sent, so every such body was parsed again by orjson)."""
+    decoded = msgspec.json.decode(body, type=wire.AuthorizeWire)
+    assert counts_agree(body, msgspec.json.encode(decoded))
+    assert wire.decode_authorize_json(body) is not None
+
+
+def test_a_key_named_twice_still_fails_the_proof():
+    body = b'{"tool": {"name": "t", "args": {"cmd": "rm -rf /", "cmd": "ls"}}}'
+    decoded = msgspec.json.decode(body, type=wire.AuthorizeWire)
+    assert not counts_agree(body, msgspec.json.encode(decoded))
+    assert wire.decode_authorize_json(body) is None  # the other way names it (422)
 
 
 def test_a_bound_of_the_model_is_the_structs():
