@@ -5,8 +5,9 @@ in one run, for
   3. a `Bash` pipeline of three commands (`git diff HEAD~N | grep -n TODO | wc -l`, each
      line different, so no parse is served from the cache) under the same rule set,
   4. the same pipeline repeated (the parse cached by its text, as an agent repeats lines).
-One request after another on one keep-alive connection; the worker's CPU (user + system,
-the decision log writer excluded) over the phase divided by its requests.
+One request after another on one keep-alive connection, in rounds of 200 of each (the rule
+set PUT before a round's rule blocks and deleted after them); the worker's CPU (user +
+system, the decision log writer excluded) over each kind's blocks divided by its requests.
 
     .venv/bin/python bench/rules.py                 # 2,000 of each, SQLite
     .venv/bin/python bench/rules.py --count 500 --database postgres
@@ -25,7 +26,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -55,18 +55,15 @@ def apply(base: str, admin: str, path: Path) -> None:
                    env=env)
 
 
-def phase(client: httpx.Client, root: int, count: int,
-          body: Callable[[int], bytes], expect: bool) -> float:
-    """Microseconds of worker CPU per decision over `count` decisions."""
-    for i in range(100):  # warm-up: caches, connections
-        client.post("/v1/authorize-tool", content=body(-1 - i))
+def block(client: httpx.Client, root: int, bodies: list[bytes], expect: bool) -> float:
+    """Worker CPU seconds over these decisions, one after another."""
     before = worker_cpu(root)
-    for i in range(count):
-        r = client.post("/v1/authorize-tool", content=body(i))
+    for body in bodies:
+        r = client.post("/v1/authorize-tool", content=body)
         assert r.status_code == 200, r.text
         assert r.json()["allowed"] is expect, r.text
-    time.sleep(0.2)  # the last answers' bookkeeping
-    return (worker_cpu(root) - before) / count * 1e6
+    time.sleep(0.05)  # the last answers' bookkeeping
+    return worker_cpu(root) - before
 
 
 def run(base: str, admin: str, root: int, count: int, work: Path) -> dict:
@@ -77,7 +74,7 @@ def run(base: str, admin: str, root: int, count: int, work: Path) -> dict:
     bare.pop("rules")
     bare_file = work / "claude-code-without-rules.yaml"
     bare_file.write_text(yaml.safe_dump(bare))
-    apply(base, admin, bare_file)
+    apply(base, admin, bare_file)  # the registry and profile; the rules are PUT below
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {admin}"}) as c:
         plan_id = c.post("/v1/plans", json={"action_id": "coding"}).json()["plan_id"]
 
@@ -97,13 +94,31 @@ def run(base: str, admin: str, root: int, count: int, work: Path) -> dict:
         return call("Bash", {"command": "git diff HEAD~1 | grep -n TODO | wc -l"})
 
     headers = {"Authorization": f"Bearer {admin}", "Content-Type": "application/json"}
-    figures: dict[str, float] = {}
+    rules = document["rules"]
+    kinds = {"no_rules_read_us": read, "rules_read_us": read,
+             "rules_bash_pipeline_us": pipeline, "rules_bash_pipeline_cached_us": same_pipeline}
+    seconds = dict.fromkeys(kinds, 0.0)
+    # Rounds of blocks, the rule set put and deleted between them (outside the measured
+    # windows), so that every figure sees the same machine: on a loaded one the CPU a
+    # request costs drifts over a minute, and phases run one after the other would carry
+    # that drift into their ratios.
+    size, rounds = 200, max(1, count // 200)
     with httpx.Client(base_url=base, headers=headers, timeout=30) as c:
-        figures["no_rules_read_us"] = phase(c, root, count, read, True)
-        apply(base, admin, EXAMPLE)
-        figures["rules_read_us"] = phase(c, root, count, read, True)
-        figures["rules_bash_pipeline_us"] = phase(c, root, count, pipeline, True)
-        figures["rules_bash_pipeline_cached_us"] = phase(c, root, count, same_pipeline, True)
+        for i in range(200):  # warm-up: caches, connections
+            c.post("/v1/authorize-tool", content=read(-1 - i))
+        for n in range(rounds):
+            numbers = range(n * size, (n + 1) * size)
+            seconds["no_rules_read_us"] += block(c, root, [read(i) for i in numbers], True)
+            for rule_id, body in rules.items():
+                assert c.put(f"/v1/rules/{rule_id}", json=body).status_code in (200, 201)
+            c.post("/v1/authorize-tool", content=read(-1))  # the reload, not measured
+            for key in ("rules_read_us", "rules_bash_pipeline_us",
+                        "rules_bash_pipeline_cached_us"):
+                seconds[key] += block(c, root, [kinds[key](i) for i in numbers], True)
+            for rule_id in rules:
+                assert c.delete(f"/v1/rules/{rule_id}").status_code == 204
+            c.post("/v1/authorize-tool", content=read(-1))
+    figures = {key: value / (size * rounds) * 1e6 for key, value in seconds.items()}
     return {k: round(v, 1) for k, v in figures.items()}
 
 
