@@ -1,5 +1,7 @@
 """Docs that are generated from data stay true."""
 
+import re
+import subprocess
 from pathlib import Path
 
 from app.policy.denies import markdown_table
@@ -21,3 +23,23 @@ def test_every_setting_is_documented():
     missing = [name for name in Settings.model_fields
                if f"`TOOLGATE_{name.upper()}`" not in text]
     assert not missing, f"docs/configuration.md lacks {missing}"
+
+
+def test_the_pages_table_of_views_lists_each_view_once():
+    """docs/ui.md printed its table of views twice, the second copy older (issue 45 item
+    9): each view is one row."""
+    text = (DOCS / "ui.md").read_text()
+    table = text[text.index("| view | permission | what it shows |"):].split("\n\n", 1)[0]
+    views = [row.split("|")[1].strip() for row in table.splitlines()[2:]]
+    assert views and len(views) == len(set(views)), views
+
+
+def test_key_files_the_docs_write_are_never_committed():
+    """docs/approvals.md writes agent.key and approver.key where it is followed, often a
+    clone of this repository (issue 45 item 8): every `*.key` a page writes is git-ignored."""
+    written = sorted({name for page in DOCS.glob("*.md")
+                      for name in re.findall(r">\s*([\w./-]+\.key)\b", page.read_text())})
+    assert written, "no page writes a key file any more: drop this test"
+    checked = subprocess.run(["git", "check-ignore", "--no-index", *written],
+                             cwd=DOCS.parent, capture_output=True, text=True)
+    assert sorted(checked.stdout.split()) == written, checked
