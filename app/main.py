@@ -50,8 +50,8 @@ from app.log.writer.start import WRITER_SOCKET_ENV, checkpoint_config
 from app.ops.routes import TOKEN_ERRORS
 from app.ops.routes import router as ops_router
 from app.ops.service import Metrics
-from app.plans import repository as plan_repo
 from app.pins.routes import router as pins_router
+from app.plans import repository as plan_repo
 from app.plans.routes import router as plans_router
 from app.plans.service import PlanCache
 from app.policyfile.document import people_of_file
