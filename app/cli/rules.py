@@ -53,8 +53,8 @@ def import_(
 ) -> None:
     """Turn `permissions.deny`, `ask` and `allow` into deny, ask and classify rules (allow:
     `{unsafe: false, safety_category: safe}`). Each rule is PUT as
-    `claude-code-<list>-NNN`; an entry that cannot be mapped is printed (on standard
-    error) and left out."""
+    `claude-code-<list>-NNN`; an entry that cannot be mapped is printed and left
+    out."""
     import orjson
 
     from app.policy.rules.claude_import import import_claude_code
@@ -69,5 +69,5 @@ def import_(
             sent += 1
     for entry in unmappable:
         what = f"permissions.{entry['list']}" + (f" {entry['entry']}" if entry["entry"] else "")
-        typer.echo(f"cannot map {what}: {entry['reason']}", err=True)
+        typer.echo(f"cannot map {what}: {entry['reason']}")
     typer.echo(f"{sent} rule(s) sent" if not dry_run else "dry run: nothing sent")
