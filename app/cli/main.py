@@ -57,6 +57,19 @@ def migrate() -> None:
     typer.echo(f"schema at {head}")
 
 
+def signing_line(path: str | None, seconds: float) -> str:
+    """The one line `serve` says about checkpoint signing (SPEC §16): on, with the origin
+    and key id an auditor's verifier key must show, or off."""
+    if path is None:
+        return ("checkpoint signing is off (no TOOLGATE_LOG_SIGNING_KEY): the decision log "
+                "is hash-chained, not signed")
+    from app.log.checkpoints import load_signer
+
+    verifier = load_signer(path).verifier()
+    return (f"checkpoint signing is on: origin {verifier.name}, key id {verifier.hash:08x}, "
+            f"every {seconds:g} s in which the log grew (key {path})")
+
+
 def signing_key_problem(path: str | None) -> str | None:
     """Why the checkpoint signing key at `path` cannot be used (None: it can, or none is
     set): read once at start, so a missing or malformed key stops `serve` naming the
@@ -119,6 +132,8 @@ def serve(
         typer.echo(f"toolgate: {verdict.message}", err=True)
     if settings.is_sqlite:
         _bootstrap_admin_key(settings)
+    typer.echo(f"toolgate: {signing_line(settings.log_signing_key, settings.checkpoint_seconds)}",
+               err=True)
     workers = workers or settings.workers
     from app.edge.limits import raise_open_file_limit
     from app.edge.logs import log_config

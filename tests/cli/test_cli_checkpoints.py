@@ -11,6 +11,7 @@ import time
 
 import httpx
 import orjson
+import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -286,3 +287,23 @@ def test_the_witness_refuses_a_seq_that_goes_back_or_gets_a_second_hash(tmp_path
     with pytest.raises(NoteError):
         round_once(stranger.client(), store)
     assert sorted(p.name for p in store.folder.glob("*.note")) == held
+
+
+@pytest.mark.slow
+def test_serve_says_in_one_line_whether_it_signs_and_with_which_key(tmp_path):
+    """Issue 45 item 13: `toolgate serve` says whether checkpoint signing is on, with the
+    origin and key id an auditor's verifier key must show, or that it is off."""
+    key_file = tmp_path / "log.key"
+    public = _run("keys", "signing-key", "new", str(key_file), "--origin", "toolgate.test/log")
+    assert public.returncode == 0, public.stderr
+    origin, key_id, _ = public.stdout.strip().split("+", 2)
+    for signing, expected in (
+            ({"TOOLGATE_LOG_SIGNING_KEY": str(key_file)},
+             f"toolgate: checkpoint signing is on: origin {origin}, key id {key_id}, every "),
+            ({}, "toolgate: checkpoint signing is off (no TOOLGATE_LOG_SIGNING_KEY)")):
+        log = tmp_path / f"serve-{len(signing)}.log"
+        proc, _ = serve({"TOOLGATE_DATABASE_URL": f"sqlite:///{tmp_path / 's.db'}",
+                         "TOOLGATE_ADMIN_TOKEN": ADMIN, **signing}, log, timeout=240)
+        stop(proc)
+        lines = [line for line in log.read_text().splitlines() if "checkpoint signing" in line]
+        assert len(lines) == 1 and lines[0].startswith(expected), lines
