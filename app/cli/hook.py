@@ -173,6 +173,10 @@ def run(agent: Agent, *, url: str, token: str | None, key_file: Path | None,
     if home.startswith("/"):  # the agent's user's home: call rules resolve `~` with it
         query += [("home", home)]
     try:
+        if (action is None) == (plan_id is None):  # in the command's words, not the URL's
+            raise Blocked(f"{UNAVAILABLE}: toolgate hook {agent.name} needs exactly one of "
+                          "--action NAME (TOOLGATE_HOOK_ACTION: one plan per session) or "
+                          "--plan-id ID (TOOLGATE_HOOK_PLAN_ID: a fixed plan)")
         key = read_key(key_file.expanduser()) if key_file is not None else token
         verdict = command.verdict(ask(sent, url=url, key=key, query=query, ends=ends), event)
     except Blocked as exc:

@@ -167,3 +167,16 @@ def test_a_key_file_it_cannot_use_blocks_and_says_why(service, tmp_path, setup, 
     done = hook("claude-code", f"{service.url}/allow", PRE, "--key-file", str(key))
     assert done.returncode == 2 and said in done.stderr, done.stderr
     assert len(service.seen) == before  # nothing was asked without the key
+
+
+@pytest.mark.parametrize("plans", [[], ["--action", "coding", "--plan-id", "p-1"]])
+def test_without_exactly_one_plan_flag_the_hook_names_its_flags(service, plans):
+    """Issue 45 item 12: the command blocks naming its own flags (and variables), not the
+    HTTP route's ?plan_id= / ?action= parameters."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}
+    done = subprocess.run([TOOLGATE, "hook", "claude-code", "--url", service.url, *plans],
+                          input=json.dumps(PRE).encode(), capture_output=True, timeout=120,
+                          env={**clean, "TOOLGATE_TOKEN": "tg_test"})
+    assert done.returncode == 2, done
+    assert b"--action NAME" in done.stderr and b"--plan-id ID" in done.stderr, done.stderr
+    assert b"?plan_id=" not in done.stderr and b"?action=" not in done.stderr
