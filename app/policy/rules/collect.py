@@ -6,7 +6,7 @@ from __future__ import annotations
 from app.policy.rules.options import url_operands
 from app.policy.rules.variables import Bindings
 from app.policy.rules.words import UNKNOWN, Word, with_unknowns
-from app.policy.rules.wrappers import URL_COMMANDS
+from app.policy.rules.wrappers import OUTPUT_OPTIONS, URL_COMMANDS
 
 
 class Collector:
@@ -19,6 +19,7 @@ class Collector:
         self.urls: dict[str, None] = {}
         self.cwds: dict[tuple[str, bool], None] = {}
         self.scopes: list[Bindings] = []
+        self.writes = False  # output goes to a file (a redirection, `git diff --output=x`)
 
     def words_of(self, key: str, args: list[Word]) -> None:
         """The path, URL and directory candidates of a simple command named `key`."""
@@ -26,6 +27,9 @@ class Collector:
             self.candidates(w)
         if key in ("cd", "pushd"):
             self.directory(args)
+        outputs = OUTPUT_OPTIONS.get(key)
+        if outputs and any(_names_output(w.text, outputs) for w in args):
+            self.writes = True
         if key in URL_COMMANDS:
             for url in url_operands(URL_COMMANDS[key], args):
                 self.url(url)
@@ -68,8 +72,18 @@ class Collector:
                 parts.append(part[1:])
             if part[:8].lower().startswith(("http://", "https://")):
                 self.urls[part] = None
+        if ":" in text and "://" not in text:  # `git show HEAD:.env`, `scp .env h:x`
+            parts.append(text.split(":", 1)[1])
         if text.startswith("-") and "@" in text:
             parts.append(text.split("@", 1)[1])
         for part in parts:
             if part:
                 self.paths[(part, dynamic)] = None
+
+
+def _names_output(text: str, outputs: frozenset[str]) -> bool:
+    """Whether an option word is one of `outputs` (`--output=x`, `-o`, `-ro`, `-ox`: a
+    letter anywhere in a cluster counts, which can only make a line count as writing)."""
+    if text.startswith("--"):
+        return text.split("=", 1)[0] in outputs
+    return text.startswith("-") and any(f"-{c}" in outputs for c in text[1:])

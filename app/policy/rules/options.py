@@ -65,6 +65,10 @@ def skip_options(w: Wrapper, rest: list[Word]) -> tuple[int | None, bool, list[W
             continue
         if not t.startswith("--") and len(t) > 2:
             letters = [f"-{c}" for c in t[1:]]
+            if letters[0] in w.line_values:  # env -S'rm -rf x': the line is attached
+                lines.append(Word(t[2:]) if rest[i].literal else rest[i])
+                i += 1
+                continue
             if letters[0] in w.values:  # -uroot
                 i += 1
                 continue
@@ -79,6 +83,9 @@ def skip_options(w: Wrapper, rest: list[Word]) -> tuple[int | None, bool, list[W
                     lines.append(rest[i + 1])
                 i += 2
                 continue
+        if w.how == "options":  # only the line options matter: skip what it is not
+            i += 1
+            continue
         return i, True, lines
     return i, False, lines
 

@@ -16,6 +16,7 @@ from app.policy.rules.variables import BINDERS, Bindings
 from app.policy.rules.words import Word, group_words, with_unknowns, word_of
 from app.policy.rules.wrappers import (
     FIND_EXEC,
+    GLOBAL_OPTIONS,
     NULL_DEVICES,
     OTHER_DIALECTS,
     SHELLS,
@@ -293,6 +294,10 @@ class Walker(Collector):
         transparent = bool(wrapper and found
                            and (wrapper.transparent or wrapper.how == "shell"))
         self.commands.append(SimpleCommand(texts, tentative, transparent))
+        if key in GLOBAL_OPTIONS and len(words) > 1 and words[1].text.startswith(("-", "+")):
+            for j in range(2, min(len(words), 16)):  # `git -C dir push` is `git push` too
+                if not words[j].text.startswith(("-", "+")):
+                    self.simple([head, *words[j:]], depth, tentative=True)
 
     def unwrap(self, w: Wrapper, rest: list[Word], depth: int, tentative: bool) -> bool:
         """Analyse the command `w` runs; True when there is one."""

@@ -131,6 +131,14 @@ WRAPPERS: dict[str, Wrapper] = {
     "nix-shell": _w("options", "-p --packages -A --attr -I --arg --argstr --expr -E",
                     "--pure --impure -Q --quiet -v --verbose",
                     line_values=frozenset({"--run", "--command"})),
+    # ripgrep runs `--pre COMMAND FILE` for each file it searches (`rg --pre rm x`).
+    "rg": _w("options", "-e --regexp -f --file -g --glob --iglob -t --type -T --type-not "
+             "--type-add --type-clear -m --max-count -A --after-context -B --before-context "
+             "-C --context -M --max-columns -j --threads -r --replace --pre-glob --sort "
+             "--sortr --color --colors --encoding -E --engine -d --max-depth "
+             "--path-separator --ignore-file --max-filesize --context-separator "
+             "--field-context-separator --field-match-separator --hyperlink-format",
+             line_values=frozenset({"--pre", "--hostname-bin"})),
     "parallel": _w("xargs", "-j --jobs -S --sshlogin -a --arg-file --joblog -I -d "
                    "--delimiter -n --max-args", "-0 --null -k --keep-order -q --quote "
                    "--dry-run -v --verbose --"),
@@ -156,6 +164,19 @@ SUBCOMMANDS: dict[tuple[str, str], Wrapper] = {
     ("yarn", "dlx"): _w("exec", "-p --package", "-q --quiet --"),
     ("direnv", "exec"): _w("exec", "", "--", operands=1, transparent=True),
     ("xcrun", "--run"): _w("exec", "", "", transparent=True),
+}
+
+# Programs whose global options come before their subcommand (`git -C dir push`,
+# `npm --registry x publish`): the command is also tried from each later word that is not
+# an option (`git push`), so a deny or ask rule on `git push:*` sees it.
+GLOBAL_OPTIONS = frozenset({"git", "npm", "pnpm", "yarn", "cargo", "docker", "podman",
+                            "uv", "poetry", "gh", "gem", "twine", "pip", "pip3"})
+# Options that make a command write the file they name (`git diff --output=x`, `tree -o x`):
+# such a line writes, as an output redirection to a file does.
+OUTPUT_OPTIONS: dict[str, frozenset[str]] = {
+    "git": frozenset({"--output"}),
+    "tree": frozenset({"-o"}),
+    "sort": frozenset({"-o", "--output"}),
 }
 
 # find's actions that run a command, up to `;` or `+`.
