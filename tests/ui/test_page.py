@@ -385,9 +385,9 @@ def test_an_approver_may_not_decide_what_their_own_principal_asked(page, site):
 # --- who sees what --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("role, views", [
-    ("admin", ["Overview", "Decisions", "Approvals", "Plans", "Pins", "Audit"]),
-    ("auditor", ["Overview", "Decisions", "Approvals", "Pins", "Audit"]),
-    ("approver", ["Approvals", "Plans", "Pins"]),
+    ("admin", ["Overview", "Decisions", "Approvals", "Plans", "Pins", "Rules", "Audit"]),
+    ("auditor", ["Overview", "Decisions", "Approvals", "Pins", "Rules", "Audit"]),
+    ("approver", ["Approvals", "Plans", "Pins", "Rules"]),
     ("agent", []),
 ])
 def test_each_roles_navigation_shows_only_what_it_may_open(page, site, role, views):

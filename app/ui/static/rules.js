@@ -29,7 +29,7 @@ async function rules() {
     el("td", {}, ruleConditions(r)),
     el("td", {}, "v" + r.version)));
   show(
-    el("h1", {}, "Call rules"),
+    el("h1", {}, "Rules"),
     el("p", { class: "muted" }, "Evaluated before check 1, global and project rules together (docs/rules.md)."),
     page.items.length
       ? el("table", { id: "rules" }, el("thead", {}, el("tr", {},
