@@ -210,3 +210,17 @@ async def test_project_rules_apply_to_their_project_only(client, project):
     assert r.status_code == 201, r.text
     answer = await decide(client, read(plan, f"{ROOT}/.env"))
     assert answer["allowed"] is (project != "agents")
+
+
+async def test_every_way_of_serving_authorize_applies_rules(both_paths):
+    """The hot route's plain-ASGI path, toolgate's own HTTP protocol and the FastAPI route
+    give the same answers with rules: deny, ask, classify."""
+    client = both_paths
+    plan = await _setup(client)
+    denied = await decide(client, bash(plan, "cat .env"))
+    assert denied["deny"]["code"] == "rule_denied"
+    assert denied["deny"]["details"]["rule"]["id"] == "deny-secrets"
+    asked = await decide(client, bash(plan, "git push origin main"))
+    assert asked["deny"]["code"] == "human_approval_required"
+    assert asked["deny"]["details"]["rule"]["id"] == "ask-push"
+    assert (await decide(client, bash(plan, "git status")))["allowed"] is True
