@@ -9,6 +9,9 @@ variable in it, an invalid name) matches every deny or ask pattern list.
 
 from __future__ import annotations
 
+import ipaddress
+import re
+import socket
 from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import urlsplit
@@ -16,6 +19,7 @@ from urllib.parse import urlsplit
 import idna
 
 UNREADABLE = "\x01"
+_NUMERIC = re.compile(r"[0-9][0-9a-fA-FxX.]*")
 
 
 @lru_cache(maxsize=4096)
@@ -24,8 +28,19 @@ def normal_host(host: str) -> str:
     host = host.strip().rstrip(".")
     if not host or UNREADABLE in host:
         raise ValueError("no host")
-    if host.startswith("[") or host.replace(".", "").isdigit() or ":" in host:
-        return host.lower()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]  # `[::1]`, as a URL writes it: the address `::1`
+    if ":" in host:  # an IPv6 address; anything else with a colon (a port) is no host
+        try:
+            return ipaddress.IPv6Address(host).compressed
+        except ValueError:
+            raise ValueError("not a host name or an IP address (a port?)") from None
+    if _NUMERIC.fullmatch(host):
+        try:  # 2130706433, 0x7f.1 and 127.1 are 127.0.0.1 to curl, as to inet_aton
+            return socket.inet_ntoa(socket.inet_aton(host))
+        except OSError:
+            if host.replace(".", "").isdigit():
+                return host
     if host.isascii():
         lowered = host.lower()
         if all(c.isalnum() or c in "-_." for c in lowered):

@@ -27,6 +27,9 @@ OK: dict[str, Any] = {"tools": ["Bash"], "when": {"command": ["rm *"]}, "effect"
     ({**OK, "when": {"paths": "x"}}, "when.paths"),
     ({**OK, "when": {"domains": ["a*b.example"]}}, "when.domains.0"),
     ({**OK, "when": {"domains": ["xn--a.example", "bad..host\u0000"]}}, "when.domains.1"),
+    # A port is no part of a host: `evil.example:8080` would never match, so a deny on it
+    # would silently deny nothing.
+    ({**OK, "when": {"domains": ["github.com", "evil.example:8080"]}}, "when.domains.1"),
     ({**OK, "when": {"args": {"branch": None}}}, "when.args.branch"),
     ({**OK, "when": {"args": {"n": float("inf")}}}, "when.args.n"),
     ({**OK, "when": {"expr": "size("}}, "when.expr"),
