@@ -130,8 +130,10 @@ def _struct(model: type[BaseModel], name: str, *,
     (UNSET is never encoded; a member sent with its default value is), which is what the
     duplicate-key proof counts (app/edge/jsonkeys.py). `_FILLS[struct]` then gives each
     UNSET its default, before anything reads the request."""
-    checked = {f for v in model.__pydantic_decorators__.field_validators.values()
-               for f in v.info.fields}
+    # Strict's NUL rule is the hot path's too: decode_authorize_json leaves a body holding
+    # a NUL (escaped, the only way JSON holds one) to AuthorizeIn, as decode_authorize does.
+    checked = {f for name, v in model.__pydantic_decorators__.field_validators.items()
+               if name != "_no_nul" for f in v.info.fields}
     if checked != _FIELD_VALIDATORS.get(model, set()) \
             or model.__pydantic_decorators__.model_validators:
         raise TypeError(f"{model.__name__} has a validator app/authorize/wire.py does not apply")
@@ -224,11 +226,27 @@ def _refused_root(wire: AuthorizeWire) -> bool:
 _FILL = _FILLS[AuthorizeWire]
 
 
+def _holds_nul(wire: AuthorizeWire) -> bool:
+    """Whether a string field of the request (or of its tool, capability, context), or a
+    list of strings, holds a NUL: Strict's rule, which AuthorizeIn then applies."""
+    for struct in (wire, wire.tool, wire.tool.capability, wire.context):
+        if struct is None:
+            continue
+        for name in struct.__struct_fields__:
+            value = getattr(struct, name)
+            if isinstance(value, str) and "\x00" in value or isinstance(value, list) and any(
+                    isinstance(item, str) and "\x00" in item for item in value):
+                return True
+    return False
+
+
 def decode_authorize(data: Any) -> AuthorizeWire | AuthorizeIn:
     """The request in `data` (parsed JSON); raises pydantic's ValidationError, naming the
     fields, for a body AuthorizeIn refuses."""
     try:
         wire = _FILL(msgspec.convert(data, AuthorizeWire, strict=True))
+        if _holds_nul(wire):
+            return AuthorizeIn.model_validate(data)  # refused by Strict's rule, or accepted
         if _refused_root(wire):
             return AuthorizeIn.model_validate(data)  # refused, in AuthorizeIn's words
         if wire.safety_profile is not None:
@@ -260,13 +278,14 @@ def _no_duplicate_key(raw: bytes, wire: AuthorizeWire) -> bool:
 _DIGITS = bytes(48 if 48 <= b <= 57 else 91 if b in b"{[" else 44 if b == 44 else 32
                 for b in range(256))
 _LONG_NUMBER = b"0" * 19
+_NUL = b"\\u0000"  # JSON holds a NUL only escaped: Strict's rule, AuthorizeIn's words
 
 
 def decode_authorize_json(raw: bytes) -> AuthorizeWire | None:
     """`raw` decoded and checked in one pass, or None: then `orjson.loads` and
     `decode_authorize` must say what it is (valid or not, and why)."""
     text = raw.translate(_DIGITS)
-    if _LONG_NUMBER in text:
+    if _LONG_NUMBER in text or _NUL in raw:
         return None
     try:
         wire = _DECODER.decode(raw)

@@ -247,3 +247,15 @@ async def test_a_slow_dns_answer_at_creation_holds_no_write_lock(impatient_clien
     assert r.status_code == 201, r.text
     assert (await client.get("/v1/webhooks/slow")).json()["url"] == \
         "https://slow.example.com/hook"
+
+
+async def test_a_nul_in_the_secret_is_refused_by_the_strict_bodies_rule(client):
+    """Issue 45 item 16: schemathesis found PUT /v1/webhooks/{name} with a NUL in `secret`
+    answered 503 on PostgreSQL (which cannot store it). Every Strict body refuses NUL in
+    its strings now (app/kit/schemas.py): 422 naming the field, nothing stored, on both."""
+    r = await client.put("/v1/webhooks/nul", json={
+        "url": f"http://{PUBLIC}/hook", "events": ["decision.denied"],
+        "secret": SECRET + "\x00"})
+    assert r.status_code == 422, r.text
+    assert [f["field"] for f in r.json()["error"]["details"]["fields"]] == ["secret"]
+    assert (await client.get("/v1/webhooks/nul")).status_code == 404
