@@ -17,6 +17,23 @@ if TYPE_CHECKING:  # typer carries its own click (typer._click): no second impor
 # Markdown: a docstring's single line breaks do not break a help line mid-sentence.
 MARKUP = "markdown"
 
+
+def _flags_take_no_value() -> None:
+    """typer 0.29's help shows a flag's type as a value to give (`--dry-run <bool>`); a flag
+    takes none, so its type column is left empty, as click's own help does. (A method of
+    typer's public TyperOption, replaced once here: uv.lock pins typer.)"""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        return None if self.is_flag else shown(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_take_no_value()
+
 # name -> "module:attribute", in the order `--help` lists them after the eager commands.
 # The attribute is a typer.Typer (a group of commands) or a function (one command).
 LAZY_COMMANDS: dict[str, str] = {

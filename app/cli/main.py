@@ -100,9 +100,12 @@ def _one_line(exc: BaseException) -> str:
 
 @cli.command()
 def serve(
-    host: Annotated[str | None, typer.Option(help="Bind address [TOOLGATE_HOST]")] = None,
+    # The defaults are Settings' (app/config.py, not imported for --help: a test keeps them
+    # the same), shown because the options' own default is "from the environment".
+    host: Annotated[str | None, typer.Option(
+        help="Bind address [TOOLGATE_HOST; default 127.0.0.1]")] = None,
     port: Annotated[int | None, typer.Option(
-        min=1, max=65535, help="Port, 1-65535 [TOOLGATE_PORT]")] = None,
+        min=1, max=65535, help="Port, 1-65535 [TOOLGATE_PORT; default 8000]")] = None,
     workers: Annotated[int | None, typer.Option(
         min=1, max=64, help="Worker processes, 1-64 [TOOLGATE_WORKERS]")] = None,
 ) -> None:

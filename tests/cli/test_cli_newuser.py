@@ -144,3 +144,17 @@ def test_the_link_leaves_a_foreign_command_alone_and_says_what_to_do_without_one
     assert "export PATH=" in r.stdout
     r = _link(tmp_path, f"{bin_}:/usr/bin:/bin", LINK="0")
     assert r.stdout == r.stderr == ""
+
+
+def test_flags_show_no_value_and_serve_shows_its_defaults():
+    """Issue 45 item 10: a flag takes no value, so its help shows none (`--dry-run <bool>`
+    did); `serve --help` says the host and port it binds when neither is given."""
+    from app.config import Settings
+
+    for command in (["apply"], ["audit", "prune"], ["serve"]):
+        r = _run(*command, "--help", env={"COLUMNS": "200"})
+        assert r.returncode == 0 and "<bool>" not in r.stdout, r.stdout
+    r = _run("serve", "--help", env={"COLUMNS": "200"})
+    defaults = Settings.model_fields
+    assert f"[TOOLGATE_HOST; default {defaults['host'].default}]" in r.stdout, r.stdout
+    assert f"[TOOLGATE_PORT; default {defaults['port'].default}]" in r.stdout, r.stdout
