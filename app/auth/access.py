@@ -10,6 +10,8 @@ from app.auth.roles import Rule, rule_for
 from app.edge.errors import Forbidden, Unauthorized
 
 MISSING = "missing API key: send 'Authorization: Bearer <key>'"
+NO_SCHEME = ("the Authorization header has no 'Bearer ' scheme before the key: send "
+             "'Authorization: Bearer <key>'")
 TWO_KEYS = "more than one Authorization header: send exactly one"
 _AUTHORIZATION = b"authorization"
 
@@ -39,10 +41,12 @@ def one_authorization(headers: list[tuple[bytes, bytes]], by_name: dict[bytes, b
 def bearer_secret(header: str | None) -> str:
     """The key in an `Authorization: Bearer <key>` header value (surrounding spaces
     dropped); Unauthorized when there is none."""
-    scheme, _, secret = (header or "").partition(" ")
+    scheme, _, secret = (header or "").strip().partition(" ")
     secret = secret.strip()
     if scheme.lower() != "bearer" or not secret:
-        raise Unauthorized(MISSING)
+        # A bare key (the scheme left out) is the usual slip: say which part is missing.
+        raise Unauthorized(NO_SCHEME if scheme and not secret and scheme.lower() != "bearer"
+                           else MISSING)
     return secret
 
 

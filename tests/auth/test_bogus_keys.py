@@ -159,3 +159,16 @@ async def test_two_authorization_headers_are_refused_on_the_hot_route(both_paths
     assert error["details"] == {"header": "Authorization"}
     r = await both_paths.post("/v1/authorize-tool", json=body)
     assert r.status_code == 200
+
+
+async def test_a_key_sent_without_its_scheme_is_told_so(both_paths):
+    """Issue 45 item 11: `Authorization: tg_...` (the key alone) is a 401 that says the
+    'Bearer ' scheme is missing, on every route and on the hot path; no header at all
+    still says the key is missing."""
+    bare = {"Authorization": ADMIN_TOKEN}
+    for method, path in (("GET", "/v1/whoami"), ("POST", "/v1/authorize-tool")):
+        r = await both_paths.request(method, path, headers=bare, json={"tool": {"name": "t"}})
+        assert r.status_code == 401, r.text
+        assert "no 'Bearer ' scheme" in r.json()["error"]["message"], r.text
+    r = await both_paths.get("/v1/whoami", headers={"Authorization": ""})
+    assert r.status_code == 401 and "missing API key" in r.json()["error"]["message"]
