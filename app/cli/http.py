@@ -21,6 +21,9 @@ def call(method: str, url: str, path: str, *, token: str | None = None,
          timeout: float = 30.0, **kwargs: Any) -> Any:
     """One request; returns the decoded JSON answer of a 2xx, else raises typer.Exit(2)
     after printing the service's error envelope (or why it could not be reached)."""
+    if url.rstrip("/").endswith("/v1"):  # every path here starts with /v1 already
+        raise fail(f"--url {url} ends in /v1: give the service's own address, "
+                   f"{url.rstrip('/')[:-3] or DEFAULT_URL} (toolgate adds the /v1/... paths)")
     headers = dict(kwargs.pop("headers", None) or {})
     if token:
         headers["Authorization"] = f"Bearer {token}"

@@ -158,3 +158,13 @@ def test_flags_show_no_value_and_serve_shows_its_defaults():
     defaults = Settings.model_fields
     assert f"[TOOLGATE_HOST; default {defaults['host'].default}]" in r.stdout, r.stdout
     assert f"[TOOLGATE_PORT; default {defaults['port'].default}]" in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1/"])
+def test_a_url_ending_in_v1_is_named_as_such(url):
+    """Issue 45 item 11: `--url .../v1` made every call a 404 on /v1/v1/...; the command
+    says so before it sends anything, and which address to give."""
+    r = _run("approvals", "list", "--url", url, "--token", "tg_x")
+    assert r.returncode == 2
+    assert f"--url {url} ends in /v1: give the service's own address, http://127.0.0.1:9" \
+        in r.stderr, r.stderr
