@@ -59,7 +59,7 @@ async def test_a_rule_that_does_not_compile_is_422_naming_the_field(client):
     assert (await client.get("/v1/rules/fresh")).status_code == 404
     r = await client.put("/v1/rules/nul", json={**SECRETS, "when": {"paths": ["a\x00"]}})
     assert r.status_code == 422
-    assert r.json()["error"]["details"]["fields"][0]["field"] == "when.paths.0"
+    assert r.json()["error"]["details"]["fields"][0]["field"].startswith("when.paths")
 
 
 async def test_changes_are_audited(client):
