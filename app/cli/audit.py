@@ -112,6 +112,10 @@ def verify(
                         record = orjson.loads(line)
                     except orjson.JSONDecodeError:
                         record = None
+                    if not isinstance(record, dict) and line.startswith(b"seq,decision_id,"):
+                        raise fail(f"{file} is CSV (an export with --format csv, its header "
+                                   "row first): the chain is verified on the JSONL export, "
+                                   "`toolgate audit export -o FILE.jsonl`")
                     if not isinstance(record, dict):
                         verifier.first_bad = {"seq": None, "decision_id": None, "line": number,
                                               "reason": f"line {number} is not a JSON record"}

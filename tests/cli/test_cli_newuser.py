@@ -168,3 +168,15 @@ def test_a_url_ending_in_v1_is_named_as_such(url):
     assert r.returncode == 2
     assert f"--url {url} ends in /v1: give the service's own address, http://127.0.0.1:9" \
         in r.stderr, r.stderr
+
+
+def test_verifying_a_csv_export_says_to_export_jsonl(tmp_path):
+    """Issue 45 item 11: `audit verify --file` of the CSV export said BROKEN (its header is
+    not a JSON record); it says the file is CSV and which export to verify instead."""
+    from app.decisions.routes import CSV_COLUMNS
+
+    export = tmp_path / "log.csv"
+    export.write_text(",".join(CSV_COLUMNS) + "\n1,d1,authorize\n")
+    r = _run("audit", "verify", "--file", str(export))
+    assert r.returncode == 2 and "BROKEN" not in r.stdout + r.stderr, r
+    assert f"{export} is CSV" in r.stderr and "toolgate audit export -o FILE.jsonl" in r.stderr
