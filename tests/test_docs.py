@@ -43,3 +43,24 @@ def test_key_files_the_docs_write_are_never_committed():
     checked = subprocess.run(["git", "check-ignore", "--no-index", *written],
                              cwd=DOCS.parent, capture_output=True, text=True)
     assert sorted(checked.stdout.split()) == written, checked
+
+
+# Modules a documented Python block may use; each block that uses one imports it itself.
+_MODULES = ("asyncio", "json", "os", "sys", "time", "subprocess", "pathlib", "httpx", "orjson",
+            "uuid")
+
+
+def test_every_python_block_imports_the_modules_it_uses():
+    """A reader copies one block: docs/frameworks.md's Claude Agent SDK block called
+    asyncio.run without `import asyncio`, working only after another block of the page
+    (issue 45 item 7)."""
+    pages = [*sorted(DOCS.glob("*.md")), DOCS.parent / "README.md",
+             DOCS.parent / "clients" / "python" / "README.md"]
+    missing = []
+    for page in pages:
+        for block in re.findall(r"```python\n(.*?)```", page.read_text(), re.S):
+            for module in _MODULES:
+                if re.search(rf"(?<![\w.]){module}\.", block) and not re.search(
+                        rf"^\s*(import .*\b{module}\b|from {module}\b)", block, re.M):
+                    missing.append(f"{page.name}: {module} in {block.splitlines()[0]!r}")
+    assert not missing, missing
