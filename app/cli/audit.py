@@ -263,12 +263,15 @@ def prune(
     the chain verifiable: the last removed record's hash becomes the chain's anchor."""
     import asyncio
 
-    from app.cli.settings import settings_or_exit
+    from app.cli.settings import settings_or_exit, sqlite_file
     from app.decisions.prune import prune as prune_log
     from app.store.engine import make_engine, make_sessionmaker
 
     cut = _moment(before, "before")
     settings = settings_or_exit()  # before the question: a bad setting stops it at once
+    database = sqlite_file(settings)
+    if database is not None and not database.is_file():  # SQLite would make an empty one
+        raise fail(f"no database at {database} (TOOLGATE_DATABASE_URL): nothing to prune")
     if not yes:
         typer.confirm(f"Remove every decision record created before {cut.isoformat()}?",
                       abort=True)

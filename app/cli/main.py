@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from app.cli.lazy import MARKUP, LazyGroup
-from app.cli.settings import settings_or_exit
+from app.cli.settings import settings_or_exit, sqlite_folder_or_exit
 
 if TYPE_CHECKING:
     from app.config import Settings
@@ -117,6 +117,7 @@ def serve(
     from app.store import migrate as migrations
 
     settings = settings_or_exit()
+    sqlite_folder_or_exit(settings)
     problem = signing_key_problem(settings.log_signing_key)
     if problem is not None:  # a writer that cannot sign must not start
         typer.echo(f"toolgate: TOOLGATE_LOG_SIGNING_KEY: {problem}", err=True)

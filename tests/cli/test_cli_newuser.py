@@ -180,3 +180,22 @@ def test_verifying_a_csv_export_says_to_export_jsonl(tmp_path):
     r = _run("audit", "verify", "--file", str(export))
     assert r.returncode == 2 and "BROKEN" not in r.stdout + r.stderr, r
     assert f"{export} is CSV" in r.stderr and "toolgate audit export -o FILE.jsonl" in r.stderr
+
+
+def test_prune_without_a_database_creates_none(tmp_path):
+    """Issue 45 item 11: `audit prune` on a SQLite URL whose file is not there made an
+    empty database (and then failed on its missing tables); it names the path, exit 2."""
+    database = tmp_path / "none.db"
+    r = _run("audit", "prune", "--before", "2026-01-01T00:00:00Z", "--yes",
+             env={"TOOLGATE_DATABASE_URL": f"sqlite:///{database}"})
+    assert r.returncode == 2 and f"no database at {database}" in r.stderr, r.stderr
+    assert not database.exists()
+
+
+def test_serve_names_a_missing_sqlite_folder(tmp_path):
+    """Issue 45 item 11: a SQLite URL in a folder that does not exist stops `serve` naming
+    the folder (SQLite says "unable to open database file")."""
+    folder = tmp_path / "not-made"
+    r = _run("serve", "--port", "9", env={"TOOLGATE_DATABASE_URL": f"sqlite:///{folder}/t.db"})
+    assert r.returncode == 2, r
+    assert f"the folder {folder} of the SQLite database t.db does not exist" in r.stderr
