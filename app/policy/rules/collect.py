@@ -33,7 +33,7 @@ class Collector:
         if outputs and any(_names_output(w.text, outputs) for w in args):
             self.writes = True
         if key in URL_COMMANDS:
-            for url in url_operands(URL_COMMANDS[key], args):
+            for url in url_operands(key, args):
                 self.url(url)
 
     def candidates(self, w: Word) -> None:

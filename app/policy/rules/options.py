@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from app.policy.rules.words import Word
-from app.policy.rules.wrappers import URL_VALUE_OPTIONS, Wrapper
+from app.policy.rules.words import UNKNOWN, Word
+from app.policy.rules.wrappers import (
+    URL_COMMANDS,
+    URL_HIDDEN_OPTIONS,
+    URL_VALUE_OPTIONS,
+    URL_VIA_OPTIONS,
+    Wrapper,
+)
 
 SHELL_VALUE_OPTIONS = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
 
@@ -90,9 +96,13 @@ def skip_options(w: Wrapper, rest: list[Word]) -> tuple[int | None, bool, list[W
     return i, False, lines
 
 
-def url_operands(values: frozenset[str], rest: list[Word]) -> list[Word]:
-    """The words of a URL command (`curl`, `wget`) that are URLs: its operands and the
-    values of `--url`, read with its table of options that take a value."""
+def url_operands(name: str, rest: list[Word]) -> list[Word]:
+    """The words of a URL command `name` (`curl`, `wget`) that are URLs: its operands, the
+    values of `--url` and of a proxy option, read with its table of options that take a
+    value; an option that takes the request elsewhere unseen (`curl -K cfg`) adds UNKNOWN."""
+    via = URL_VALUE_OPTIONS | URL_VIA_OPTIONS.get(name, frozenset())
+    hidden = URL_HIDDEN_OPTIONS.get(name, frozenset())
+    values = URL_COMMANDS[name] | via | hidden
     urls: list[Word] = []
     i = 0
     while i < len(rest):
@@ -100,20 +110,23 @@ def url_operands(values: frozenset[str], rest: list[Word]) -> list[Word]:
         if t == "--":
             urls.extend(rest[i + 1:])
             break
-        if t.startswith("-") and t != "-":
-            key = t.split("=", 1)[0]
-            if key in URL_VALUE_OPTIONS:
-                if "=" in t:
-                    urls.append(Word(t.split("=", 1)[1]))
-                elif i + 1 < len(rest):
-                    urls.append(rest[i + 1])
-                i += 1 if "=" in t else 2
-                continue
-            if not t.startswith("--") and len(t) > 2:  # -sSLo FILE, -oFILE
-                i += 2 if f"-{t[-1]}" in values and t[:2] not in values else 1
-                continue
-            i += 2 if key in values and "=" not in t else 1
+        if not t.startswith("-") or t == "-":
+            urls.append(rest[i])
+            i += 1
             continue
-        urls.append(rest[i])
-        i += 1
+        if t.startswith("--"):
+            option, attached = t.split("=", 1) if "=" in t else (t, None)
+        else:  # a cluster: -sSL, -o FILE, -sSxHOST (the first letter taking a value)
+            k = next((k for k in range(1, len(t)) if f"-{t[k]}" in values), len(t) - 1)
+            option, attached = f"-{t[k]}", t[k + 1:] or None
+        if option in hidden:
+            urls.append(Word(UNKNOWN))
+        if option not in values:
+            i += 1
+            continue
+        value = Word(attached) if attached is not None else rest[i + 1] if i + 1 < len(
+            rest) else None
+        if option in via and value is not None:
+            urls.append(value)
+        i += 1 if attached is not None else 2
     return urls

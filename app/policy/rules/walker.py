@@ -19,6 +19,7 @@ from app.policy.rules.wrappers import (
     GLOBAL_OPTIONS,
     NULL_DEVICES,
     OTHER_DIALECTS,
+    PROXY_VARIABLES,
     SHELLS,
     SUBCOMMANDS,
     WRAPPERS,
@@ -182,6 +183,9 @@ class Walker(Collector):
         children = node.named_children
         value = word_of(children[1:], self.substitution(depth)) if len(children) > 1 \
             else None
+        if children and children[0].text and value is not None \
+                and children[0].text.decode("utf-8", "replace").lower() in PROXY_VARIABLES:
+            self.url(value)  # `https_proxy=http://evil.example curl ...` reaches that host
         if not bind or not children or children[0].text is None:
             return
         name = children[0].text.decode("utf-8", "surrogateescape")

@@ -222,3 +222,17 @@ URL_COMMANDS: dict[str, frozenset[str]] = {
 }
 # Options whose value is a URL.
 URL_VALUE_OPTIONS = frozenset({"--url"})
+# Options that send the request elsewhere: the value is a host the request reaches (a
+# proxy: `curl -x evil.example https://github.com`), or it cannot be read from the line (a
+# config or URL file, `--connect-to`, wget's `-e https_proxy=...`): a host that matches
+# every deny or ask rule on domains.
+URL_VIA_OPTIONS: dict[str, frozenset[str]] = {
+    "curl": frozenset("-x --proxy --preproxy --doh-url --socks4 --socks4a --socks5 "
+                      "--socks5-hostname".split()),
+}
+URL_HIDDEN_OPTIONS: dict[str, frozenset[str]] = {
+    "curl": frozenset("-K --config --connect-to --resolve".split()),
+    "wget": frozenset("-i --input-file -e --execute --config -B --base".split()),
+}
+# Variables that send a URL command's request through a proxy (`https_proxy=... curl`).
+PROXY_VARIABLES = frozenset({"http_proxy", "https_proxy", "all_proxy", "ftp_proxy"})
