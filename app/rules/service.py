@@ -75,8 +75,31 @@ class RuleBook:
             return compile_rule(row.rule_id, body, version=row.version)
         except RuleError as exc:
             # Stored rules compiled when they were stored; one that no longer does (a
-            # release that reads rules more strictly) is logged loudly and left out.
-            log.error("stored rule %r version %d no longer compiles (%s: %s); it is not "
-                      "evaluated until it is stored again", row.rule_id, row.version,
-                      exc.field, exc.message)
-            return None
+            # release that reads rules more strictly) is logged loudly. Decisions fail
+            # closed: a deny or ask rule left out would let through what it stopped, so it
+            # stands in as a deny of every call of its tools until it is stored again; a
+            # classify rule left out only takes back a loosening.
+            log.error("stored rule %r version %d no longer compiles (%s: %s); until it is "
+                      "stored again, %s", row.rule_id, row.version, exc.field, exc.message,
+                      "it denies every call of its tools"
+                      if body.get("effect") in ("deny", "ask") else "it is not evaluated")
+            if body.get("effect") not in ("deny", "ask"):
+                return None
+            return _stand_in(row, body, f"{exc.field}: {exc.message}")
+
+
+def _stand_in(row: Rule, body: dict[str, Any], why: str) -> CompiledRule:
+    """The deny that stands in for a stored deny or ask rule that no longer compiles: its
+    own tools (every tool when those do not compile either), no condition."""
+    message = (f"rule {row.rule_id!r} no longer compiles ({why}); every call of its tools "
+               "is denied until an admin stores it again")
+    project = body.get("project") if isinstance(body.get("project"), str) else None
+    mode = body.get("mode") if body.get("mode") in ("enforce", "shadow") else "enforce"
+    for tools in (body.get("tools"), ["*"]):
+        try:
+            return compile_rule(row.rule_id, {"project": project, "tools": tools,
+                                              "effect": "deny", "message": message,
+                                              "mode": mode}, version=row.version)
+        except RuleError:
+            continue
+    raise AssertionError("a deny of every tool always compiles")
