@@ -57,6 +57,29 @@ def migrate() -> None:
     typer.echo(f"schema at {head}")
 
 
+def _port_free_or_exit(host: str, port: int) -> None:
+    """Stops (exit 2) in one line when the port is taken, before the database is touched
+    or a first admin key written: uvicorn would say so only after all that, in a log."""
+    import errno
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return  # a host uvicorn will refuse in its own words
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                return
+            typer.echo(f"toolgate: port {port} on {host} is in use (another server?): stop "
+                       "it, or serve on another with --port or TOOLGATE_PORT", err=True)
+            raise typer.Exit(2) from None
+
+
 def signing_line(path: str | None, seconds: float) -> str:
     """The one line `serve` says about checkpoint signing (SPEC §16): on, with the origin
     and key id an auditor's verifier key must show, or off."""
@@ -118,6 +141,7 @@ def serve(
 
     settings = settings_or_exit()
     sqlite_folder_or_exit(settings)
+    _port_free_or_exit(host or settings.host, port or settings.port)
     problem = signing_key_problem(settings.log_signing_key)
     if problem is not None:  # a writer that cannot sign must not start
         typer.echo(f"toolgate: TOOLGATE_LOG_SIGNING_KEY: {problem}", err=True)

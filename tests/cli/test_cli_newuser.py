@@ -5,6 +5,7 @@ that need little import little (timings are bench's; here, what gets imported)."
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_cli import _run
+from tests.serving import TOOLGATE
 
 UNREACHABLE = "postgresql://postgres@127.0.0.1:1/toolgate"
 
@@ -199,3 +201,22 @@ def test_serve_names_a_missing_sqlite_folder(tmp_path):
     r = _run("serve", "--port", "9", env={"TOOLGATE_DATABASE_URL": f"sqlite:///{folder}/t.db"})
     assert r.returncode == 2, r
     assert f"the folder {folder} of the SQLite database t.db does not exist" in r.stderr
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line_and_writes_nothing(tmp_path):
+    """Issue 45 item 11: a port in use is one line naming it, exit 2, before the database is
+    made or a first admin key written (uvicorn said so only after both)."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = subprocess.run([TOOLGATE, "serve", "--port", str(port)], capture_output=True,
+                           text=True, timeout=60, cwd=tmp_path, env={
+                               **os.environ, "TOOLGATE_DATABASE_URL": f"sqlite:///{tmp_path}/t.db"})
+    assert r.returncode == 2, r
+    assert r.stderr.strip() == (f"toolgate: port {port} on 127.0.0.1 is in use (another "
+                                "server?): stop it, or serve on another with --port or "
+                                "TOOLGATE_PORT"), r.stderr
+    assert list(tmp_path.iterdir()) == []  # no database, no toolgate.admin-key
