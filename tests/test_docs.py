@@ -64,3 +64,13 @@ def test_every_python_block_imports_the_modules_it_uses():
                         rf"^\s*(import .*\b{module}\b|from {module}\b)", block, re.M):
                     missing.append(f"{page.name}: {module} in {block.splitlines()[0]!r}")
     assert not missing, missing
+
+
+def test_no_page_hides_a_step_that_makes_a_file():
+    """A `doc-test: setup:` comment runs for the doc test but is invisible to a reader: a
+    file it makes (registry.md's data/safety_test.jsonl) is a step the reader must see
+    (issue 45 item 7). Hidden setup may only prepare what the reader already has."""
+    hidden = [f"{page.name}: {marker}" for page in DOCS.glob("*.md")
+              for marker in re.findall(r"<!-- doc-test: setup: (.*?) -->", page.read_text())
+              if re.search(r"mkdir|>|\btouch\b|\bcp\b", marker)]
+    assert not hidden, hidden
