@@ -29,7 +29,8 @@ from toolgate_client import errors as errors_module
 # SPEC §3 "The error hierarchy and deny codes", written out independently of the package.
 SPEC_TABLE: dict[str, tuple[str | None, tuple[str, ...]]] = {
     "ToolRuntimeError": (None, ()),
-    "ToolAccessDeniedError": ("ToolRuntimeError", ("read_only",)),
+    # rule_denied: a call rule's deny (SPEC §18)
+    "ToolAccessDeniedError": ("ToolRuntimeError", ("read_only", "rule_denied")),
     "ToolCheckpointRequiredError": ("ToolRuntimeError", ("checkpoint_required",)),
     "ToolSafetyViolationError": (
         "ToolRuntimeError",

@@ -39,7 +39,7 @@ EVERY_CODE = [(name, code) for name, codes in CODES.items() for code in codes]
 
 
 def test_every_code_is_covered() -> None:
-    assert len(EVERY_CODE) == 20
+    assert len(EVERY_CODE) == 22  # rule_denied (SPEC §18), unregistered_tool (issue 45)
 
 
 @pytest.mark.parametrize(("name", "code"), EVERY_CODE)
