@@ -109,6 +109,10 @@ PUBLIC: frozenset[tuple[str, str]] = frozenset({
     ("GET", "/docs/assets/{name}"), ("GET", "/metrics"),
     # The operators' page's files (app/ui/): the page signs in with a key of its own.
     ("GET", "/ui"), ("GET", "/ui/checks.json"), ("GET", "/ui/{name}"),
+    # Signing in with the organisation's provider (SPEC §21, app/ui/signin.py): before
+    # anyone is known; the session cookie and its CSRF token guard what follows.
+    ("GET", "/ui/login"), ("GET", "/ui/callback"), ("GET", "/ui/signin.json"),
+    ("POST", "/ui/logout"),
 })
 
 # (method, path template) -> permission. A route missing here answers 403 to every key but

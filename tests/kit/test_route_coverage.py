@@ -158,7 +158,9 @@ async def test_every_route_refuses_missing_revoked_expired_and_wrong_keys(client
 
     values = {"name": "probe", "project": "proj", "action_id": "act-1", "plan_id": "plan-1",
               "decision_id": decision["decision_id"], "key_id": keys[Role.AGENT]["id"],
-              "approval_id": "01a2365a-cd43-768f-8d3e-59557493418c"}
+              "approval_id": "01a2365a-cd43-768f-8d3e-59557493418c",
+              "server": "probe", "tool": "probe",  # a gateway pin (SPEC §19)
+              "rule_id": "probe"}
     before = await _snapshot(state.sessions)
     failures: list[str] = []
 
