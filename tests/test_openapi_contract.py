@@ -10,6 +10,7 @@ tests/test_openapi_contract_postgres.py runs the same on PostgreSQL.
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -52,7 +53,15 @@ CREATE = {
     "/v1/skills/{name}": {"unsafe_phrases": ["drop the table"]},
     "/v1/webhooks/{name}": {"url": "http://93.184.215.14:9/hook", "events": ["decision.denied"],
                             "secret": "a-secret-of-sixteen-or-more"},
+    "/v1/rules/{rule_id}": {"tools": ["Bash"], "effect": "deny",
+                            "when": {"command": ["rm *"]}},
+    # A pin to a digest without its definition (an admin pinning ahead of the gateway).
+    "/v1/gateway/pins/{server}/{tool}": {"digest": "0" * 64},
 }
+
+
+def _gone(template: str) -> str:
+    return re.sub(r"\{[^}]+\}", "gone", template)
 
 
 async def test_a_deleted_resource_is_gone_from_every_route_under_its_path(client):
@@ -64,12 +73,12 @@ async def test_a_deleted_resource_is_gone_from_every_route_under_its_path(client
     assert sorted(CREATE) == deletable, "add a body that creates each new resource to CREATE"
     checked = []
     for template in deletable:
-        path = template.replace("{name}", "gone")
+        path = _gone(template)
         assert (await client.put(path, json=CREATE[template])).status_code in (200, 201)
         assert (await client.delete(path)).status_code == 204
         for other, operations in paths.items():
             if "get" in operations and (other == template or other.startswith(template + "/")):
-                r = await client.get(other.replace("{name}", "gone"))
+                r = await client.get(_gone(other))
                 assert r.status_code == 404, (other, r.status_code, r.text)
                 assert r.json()["error"]["code"] == "not_found"
                 checked.append(other)
