@@ -5,7 +5,8 @@ upstream without an allow. `python recording_server.py RECORD [--http PORT] [--l
 
 Tools: `read_note` (read-only), `write_note` (destructive), `fail` (answers isError),
 `crash` (the process exits mid-call), `hang` (never answers), `echo` (no annotations),
-`steps` (reports progress `n` times), `grow` (adds a tool `grown_N` and says the list
+`steps` (reports progress `n` times), `shell` (takes a `command`: recorded and
+echoed, never executed), `grow` (adds a tool `grown_N` and says the list
 changed: `notifications/tools/list_changed` on 2025-11-25, its `subscriptions/listen`
 stream on 2026-07-28).
 
@@ -58,6 +59,8 @@ TOOLS = [
     types.Tool(name="echo", description="Echoes its arguments", input_schema=_schema()),
     types.Tool(name="grow", description="Adds a tool", input_schema=_schema(),
                annotations=types.ToolAnnotations(read_only_hint=True)),
+    types.Tool(name="shell", description="Records a shell command (never runs it)",
+               input_schema=_schema(command="string")),
     types.Tool(name="steps", description="Reports progress `n` times, then answers",
                input_schema=_schema(n="integer"),
                annotations=types.ToolAnnotations(read_only_hint=True)),
