@@ -86,6 +86,10 @@ class ApprovalsConfig(Strict):
 class Sandbox(Strict):
     id: Name | None = None
     root: Annotated[str, StringConstraints(min_length=1)] | None = None
+    # The home directory the server's paths resolve `~` and $HOME against (SPEC §18): sent
+    # as context.variables.HOME. Without it a call rule's `~/...` pattern matches every
+    # path of the call (an unknown home could be anywhere).
+    home: Annotated[str, StringConstraints(min_length=1, pattern=r"^/")] | None = None
 
 
 class ToolEntry(Strict):

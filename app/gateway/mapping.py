@@ -94,6 +94,8 @@ def authorize_body(*, plan_id: str, name: str, server: ServerConfig, tool: str,
             context["sandbox_id"] = server.sandbox.id
         if server.sandbox.root is not None:
             context["sandbox_root"] = server.sandbox.root
+        if server.sandbox.home is not None:
+            context["variables"] = {"HOME": server.sandbox.home}
     if entry is not None and entry.step_id is not None:
         context["step_id"] = entry.step_id
     if entry is not None and entry.estimated_cost is not None:

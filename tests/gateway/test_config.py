@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from app.gateway import mapping
 from app.gateway.config import PolicyFileError, ServerConfig, load_config
@@ -153,3 +154,17 @@ def test_the_authorize_body_carries_what_the_entry_sets_and_nothing_else() -> No
     plain = mapping.authorize_body(plan_id="p", name="fs.r", server=server, tool="r",
                                    args={}, claim_=None)
     assert "capability" not in plain["tool"] and "step_id" not in plain["context"]
+
+
+def test_the_servers_home_is_what_call_rules_resolve_tilde_against() -> None:
+    """sandbox.home is sent as context.variables.HOME (SPEC §18: `~/...` patterns resolve
+    against it; without it they match every path of the call)."""
+    server = _server(sandbox={"root": "/w", "home": "/home/dev"})
+    body = mapping.authorize_body(plan_id="p", name="fs.r", server=server, tool="r",
+                                  args={}, claim_=None)
+    assert body["context"]["variables"] == {"HOME": "/home/dev"}
+    bare = mapping.authorize_body(plan_id="p", name="fs.r", server=_server(sandbox={"root": "/w"}),
+                                  tool="r", args={}, claim_=None)
+    assert "variables" not in bare["context"]
+    with pytest.raises(ValidationError):
+        _server(sandbox={"root": "/w", "home": "relative/home"})
