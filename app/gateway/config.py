@@ -87,8 +87,8 @@ class Sandbox(Strict):
     id: Name | None = None
     root: Annotated[str, StringConstraints(min_length=1)] | None = None
     # The home directory the server's paths resolve `~` and $HOME against (SPEC §18): sent
-    # as context.variables.HOME. Without it a call rule's `~/...` pattern matches every
-    # path of the call (an unknown home could be anywhere).
+    # as context.variables.HOME. Without it a deny rule's `~/...` pattern matches a path
+    # that would match under any of the path's directories as home.
     home: Annotated[str, StringConstraints(min_length=1, pattern=r"^/")] | None = None
 
 

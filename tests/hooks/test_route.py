@@ -322,9 +322,10 @@ async def test_no_gateway_name_covers_a_built_in_tool(client, agent, tool, tool_
 
 
 async def test_the_agents_home_is_where_its_transcript_lies_or_the_url_says(client, agent):
-    """Call rules resolve `~` with context.variables.HOME (docs/rules.md), and a deny rule
-    on `~/...` matches every path when it is unknown: the hook sends the agent's home,
-    read from the body's transcript_path (its runtime's folder) or given as ?home=."""
+    """Call rules resolve `~` with context.variables.HOME (docs/rules.md): the hook sends
+    the agent's home, read from the body's transcript_path (its runtime's folder) or given
+    as ?home=. When it is unknown, a deny rule on `~/...` matches a path that would be
+    under SOME home (`/any/dir/.ssh/key`), not an ordinary file."""
     def read(path: str, **kw) -> dict:
         return pre("Read", {"file_path": path}, **kw)
 
@@ -336,7 +337,10 @@ async def test_the_agents_home_is_where_its_transcript_lies_or_the_url_says(clie
     secret = await hook(client, read("/home/dev/.ssh/id_ed25519", tool_use_id="t2"), agent)
     assert "(rule_denied)" in permission(secret)[1]
     unknown = read("/work/repo/x.txt", tool_use_id="t3", transcript_path="/tmp/t.jsonl")
-    assert permission(await hook(client, unknown, agent))[0] == "deny"
+    assert permission(await hook(client, unknown, agent))[0] == "allow"
+    homeless_secret = read("/home/dev/.ssh/id_ed25519", tool_use_id="t4",
+                           transcript_path="/tmp/t.jsonl")
+    assert "(rule_denied)" in permission(await hook(client, homeless_secret, agent))[1]
     told = await hook(client, unknown, agent, query="?action=coding&home=/home/dev")
     assert permission(told)[0] == "allow", permission(told)
     bad = await hook(client, unknown, agent, query="?action=coding&home=relative")

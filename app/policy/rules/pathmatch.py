@@ -10,7 +10,9 @@ For deny and ask rules the match leans to matching (fail closed): case is ignore
 "anywhere" pattern also matches outside the root; `dir/**` also matches `dir` itself (a
 copy of the directory carries what it holds); a path that cannot be resolved (`~` with no
 HOME, a variable, a substitution) matches; a glob (`cat .en*`) matches when some path
-could match both it and the pattern. Classify rules match only what is certain.
+could match both it and the pattern; with HOME unknown, a `~/x` pattern matches a path
+that would match it under any of the path's directories as home (`/a/.ssh/k` for
+`~/.ssh/**`). Classify rules match only what is certain.
 """
 
 from __future__ import annotations
@@ -102,7 +104,11 @@ def _candidates(pattern: PathPattern, path: str, root: str | None, home: str | N
         return [path[1:]]
     if pattern.base == "home":
         if not home:
-            return None
+            # Home unknown: the path matches if it would under SOME home, i.e. some
+            # directory of the path (`/` included) could be it. Every home's `.ssh/x` is
+            # matched so, and a path with no such tail is not (a deny on `~/.ssh/**` then
+            # stops `/root/.ssh/id_rsa` and `/w/x/.ssh/k`, not every file call).
+            return _tails(path) if lenient else None
         rel = _under(path, posixpath.normpath(home))
         return [] if rel is None else [rel]
     rel = _under(path, posixpath.normpath(root)) if root else None
@@ -113,6 +119,12 @@ def _candidates(pattern: PathPattern, path: str, root: str | None, home: str | N
     if rel is not None:
         return [rel]
     return [path[1:]] if lenient else []
+
+
+def _tails(path: str) -> list[str]:
+    """`path` relative to each of its directories: /a/b/c -> a/b/c, b/c, c."""
+    parts = path.strip("/").split("/")
+    return ["/".join(parts[i:]) for i in range(len(parts))]
 
 
 def matches_path(patterns: tuple[PathPattern, ...], path: str, *, root: str | None,
