@@ -97,11 +97,14 @@ def instance(tmp_path_factory: pytest.TempPathFactory
     folder = tmp_path / "reader"
     folder.mkdir()
     (folder / "examples").symlink_to(ROOT / "examples")
+    home = tmp_path / "home"  # what the pages write under ~ stays in the test's folder
+    home.mkdir()
     proc, url = serve({}, tmp_path / "server.log", cwd=folder)
     try:
         key = (folder / "toolgate.admin-key").read_text().strip()
         env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}
         env.update(TOOLGATE_URL=url, TOOLGATE_TOKEN=key, auth=f"Authorization: Bearer {key}",
+                   HOME=str(home),
                    PATH=f"{Path(TOOLGATE).parent}{os.pathsep}{env.get('PATH', '')}",
                    PYTHONPATH=os.pathsep.join([str(CLIENT_SRC), str(ROOT),
                                                env.get("PYTHONPATH", "")]))
