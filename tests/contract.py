@@ -34,6 +34,9 @@ RULES_NOT_IN_THE_SCHEMA = [
     "GET /v1/audit/export", "GET /v1/audit/verify", "GET /v1/approvals", "POST /v1/replay",
     "GET /v1/audit/checkpoints",  # since: a seq or an RFC 3339 date-time
     "PUT /v1/webhooks/{name}",  # url: a public address unless TOOLGATE_WEBHOOK_ALLOW_HOSTS
+    "PUT /v1/rules/{rule_id}",  # a rule must compile: its patterns, its CEL (SPEC §18)
+    # a definition's name is the path's tool, and its digest the one given (SPEC §19)
+    "PUT /v1/gateway/pins/{server}/{tool}", "POST /v1/gateway/pins/{server}/{tool}/seen",
 ]
 CONFIG = f"""
 [generation]

@@ -79,8 +79,11 @@ def test_an_unchanged_candidate_passes_any(server, tmp_path):
 
 
 def test_a_bad_candidate_exits_2_naming_the_problem(server, tmp_path):
-    r = _run("-f", _candidate(tmp_path, "profile: {}\nrules: []\n"), url=server)
-    assert r.returncode == 2 and "unknown key 'rules'" in r.stderr
+    r = _run("-f", _candidate(tmp_path, "profile: {}\npolicies: []\n"), url=server)
+    assert r.returncode == 2 and "unknown key 'policies'" in r.stderr
+    # rules: is a candidate's key (SPEC §18): a mapping of rule ids to rules
+    r = _run("-f", _candidate(tmp_path, "rules: []\n"), url=server)
+    assert r.returncode == 2 and "candidate.rules" in r.stderr, r.stderr
     r = _run("-f", _candidate(tmp_path, "profile:\n  require_sandbox: yes\n"), url=server)
     assert r.returncode == 2 and "candidate.profile.require_sandbox" in r.stderr
     r = _run("-f", str(tmp_path / "missing.yaml"), url=server)
