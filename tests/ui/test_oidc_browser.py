@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -63,7 +64,9 @@ def pending_approval(url: str) -> str:
 def test_a_person_signs_in_grants_and_signs_out(world, driver):
     url, idp = world
     approval_id = pending_approval(url)
-    wait = WebDriverWait(driver, 30)
+    # The page re-renders what it shows (a grant re-draws the approval): an element read
+    # between two renders is stale, and the wait reads it again.
+    wait = WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException,))
     driver.delete_all_cookies()
     driver.get(url + "/ui")
     wait.until(lambda d: d.find_elements(By.ID, "oidc-signin"))[0].click()
@@ -84,7 +87,7 @@ def test_a_person_signs_in_grants_and_signs_out(world, driver):
     wait.until(lambda d: d.find_elements(By.ID, "grant"))[0].click()
     wait.until(lambda d: d.find_elements(By.ID, "grant-dialog-confirm"))[0].click()
     wait.until(lambda d: d.find_element(By.ID, "approval-state").text == "granted")
-    assert "user:alice" in driver.find_element(By.ID, "decided-by").text
+    wait.until(lambda d: "user:alice" in d.find_element(By.ID, "decided-by").text)
     shown = httpx.get(f"{url}/v1/approvals/{approval_id}", headers=ADMIN_HEADERS).json()
     assert shown["decided_by"] == "user:alice"
     records = httpx.get(f"{url}/v1/decisions?kind=approval&limit=50",
