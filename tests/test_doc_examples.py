@@ -1,52 +1,57 @@
-"""The docs' commands run, against a served toolgate (tests/docblocks.py says which and how).
+"""The docs' commands run, against a served toolgate, as a reader runs them.
 
-One `toolgate serve` on the SQLite default serves every page, started as `make run` starts
-it: in an empty folder, no TOOLGATE_* settings, so it creates ./toolgate.db and writes the
-first admin key to ./toolgate.admin-key. The README's blocks run first, then each page's, in
-the order of PAGES, on that one server and in that folder, as a reader who follows the
-README and then the docs one after another would: a page's example that collides with an
-earlier page's (a plan id taken, a prune refused) fails here. `examples/` is there, and
-TOOLGATE_URL, TOOLGATE_TOKEN (the admin key) and `auth` (its header) are set.
+`toolgate serve` on the SQLite default, started as `make run` starts it: in an empty folder
+(the reader's checkout, with `examples/`), no TOOLGATE_* settings, so it creates
+./toolgate.db and writes the first admin key to ./toolgate.admin-key. Only the address is
+the test's: the docs' `127.0.0.1:8000` becomes the served one, and TOOLGATE_URL says it to
+the CLI. Nothing else is set for the page: each page's "Before you start" takes the key from
+the file, in the shell the page's blocks then run in (tests/docrun.py).
+
+Two runs:
+- each page on a fresh database, its blocks in the page's order (`test_the_page_runs`);
+- every page one after another on one database, as a reader who follows the README and then
+  the docs (`test_the_pages_run_one_after_another`): a page that changes or removes what an
+  earlier page made (a profile, an action, a project's actions or settings, a rule, a
+  webhook, the global config) fails there, naming both pages. Each page has names of its
+  own; a page that needs an empty database says so (`<!-- doc-test: fresh-database: WHY -->`,
+  and its "Before you start" tells the reader how) and gets one there too.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
-import textwrap
+import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from app.cli.apply import Service, read_state
 from tests import docblocks
 from tests.docblocks import Block
+from tests.docrun import Reader
 from tests.serving import TOOLGATE, serve, stop
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
          ROOT / "clients" / "python" / "README.md"]
 CLIENT_SRC = ROOT / "clients" / "python" / "src"
-SEP = "@@doc-test-step@@"
-SHELL_PREAMBLE = 'curl() { command curl --silent --show-error --fail-with-body "$@"; }\n'
-PYTHON_RUNNER = textwrap.dedent('''
-    import json, sys, traceback
-    namespace = {"__name__": "__main__"}
-    for block in json.load(open(sys.argv[1])):
-        try:
-            exec(compile(block["text"], block["where"], "exec"), namespace)
-        except BaseException:
-            traceback.print_exc()
-            print("failed in the block at " + block["where"], file=sys.stderr)
-            sys.exit(1)
-''')
+FRESH = re.compile(r"^<!-- doc-test: fresh-database: (.+?) -->$", re.MULTILINE)
+BEFORE = ('export TOOLGATE_TOKEN=$(cat toolgate.admin-key)\n'
+          'auth="Authorization: Bearer $TOOLGATE_TOKEN"\n')
 
 
 def _runnable(page: Path) -> list[Block]:
     return [b for b in docblocks.blocks(page) if b.runs]
+
+
+RUNNABLE = [p for p in PAGES if _runnable(p)]
+
+
+def _name(page: Path) -> str:
+    return str(page.relative_to(ROOT))
 
 
 # --- the extractor itself -------------------------------------------------------------------
@@ -88,94 +93,138 @@ def test_every_skipped_block_says_why() -> None:
     assert len(skipped) <= 11, [f"{b.where}: {b.skip}" for b in skipped]
 
 
-# --- the pages, run -------------------------------------------------------------------------
+def test_no_hidden_setup() -> None:
+    """What a page needs is a step the reader sees, not a comment that runs."""
+    hidden = [b.where for page in PAGES for b in docblocks.blocks(page) if b.setup]
+    assert hidden == []
 
-@pytest.fixture(scope="module")
-def instance(tmp_path_factory: pytest.TempPathFactory
-             ) -> Iterator[tuple[str, Path, dict[str, str]]]:
-    tmp_path = tmp_path_factory.mktemp("docs")
-    folder = tmp_path / "reader"
-    folder.mkdir()
-    (folder / "examples").symlink_to(ROOT / "examples")
-    home = tmp_path / "home"  # what the pages write under ~ stays in the test's folder
-    home.mkdir()
-    proc, url = serve({}, tmp_path / "server.log", cwd=folder)
-    try:
-        key = (folder / "toolgate.admin-key").read_text().strip()
+
+@pytest.mark.parametrize("page", RUNNABLE, ids=_name)
+def test_the_page_says_before_you_start(page: Path) -> None:
+    """A page's examples start from the same two lines, whatever page came before."""
+    first = _runnable(page)[0]
+    assert first.text.startswith(BEFORE), f"{first.where} does not start with\n{BEFORE}"
+    if page.parent.name == "docs":
+        headings = re.findall(r"^## (.+)$", page.read_text(), re.MULTILINE)
+        assert headings[:1] == ["Before you start"], (
+            f"{_name(page)}: its first section is not 'Before you start'")
+        section = page.read_text().split("## Before you start", 1)[1].split("\n## ", 1)[0]
+        assert first.text in section, f"{first.where} is not in 'Before you start'"
+    if FRESH.search(page.read_text()):
+        assert "fresh database" in first_section_text(page), (
+            f"{_name(page)} needs a fresh database and does not tell the reader")
+
+
+def first_section_text(page: Path) -> str:
+    text = page.read_text()
+    return text.split("\n## ", 2)[1] if "\n## " in text else text
+
+
+# --- running the pages ----------------------------------------------------------------------
+
+class Checkout:
+    """A reader's folder with a `make run` serving from it."""
+
+    def __init__(self, where: Path) -> None:
+        self.folder = where / "reader"
+        self.folder.mkdir(parents=True)
+        (self.folder / "examples").symlink_to(ROOT / "examples")
+        home = where / "home"  # what the pages write under ~ stays in the test's folder
+        home.mkdir()
+        self.scratch = where / "scratch"
+        self.proc, self.url = serve({}, where / "server.log", cwd=self.folder)
+        self.key = (self.folder / "toolgate.admin-key").read_text().strip()
         env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}
-        env.update(TOOLGATE_URL=url, TOOLGATE_TOKEN=key, auth=f"Authorization: Bearer {key}",
-                   HOME=str(home),
+        env.pop("auth", None)
+        env.update(TOOLGATE_URL=self.url, HOME=str(home),
                    PATH=f"{Path(TOOLGATE).parent}{os.pathsep}{env.get('PATH', '')}",
                    PYTHONPATH=os.pathsep.join([str(CLIENT_SRC), str(ROOT),
                                                env.get("PYTHONPATH", "")]))
-        yield url, folder, env
-    finally:
-        stop(proc)
+        self.env = env
 
-
-def _bash(script: str, folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """bash in a session of its own: on a timeout, whatever it started is ended too."""
-    with subprocess.Popen(["bash", "-c", script], cwd=folder, env=env, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          start_new_session=True) as proc:
+    def follow(self, page: Path) -> None:
+        reader = Reader(self.url, self.folder, self.env, self.scratch / page.stem)
         try:
-            out, err = proc.communicate(timeout=300)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
-            pytest.fail(f"timed out after 300 s:\n{script}\n{out}\n{err}")
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+            for block in _runnable(page):
+                reader.run(block)
+        finally:
+            reader.close()
+
+    def footprint(self) -> dict[tuple[str, str], str]:
+        """What the pages can make, each thing with its content."""
+        service = Service(self.url, self.key)
+        try:
+            state = read_state(service).sections
+            hooks = service.send("GET", "/v1/webhooks")[1]["items"]
+        finally:
+            service.close()
+        found: dict[tuple[str, str], str] = {("config", "global"): _canon(state["config"])}
+        projects: dict[str, dict[str, list[str]]] = {}
+        for section, items in state.items():
+            if section == "config":
+                continue
+            for name, item in items.items():
+                found[(section, name)] = _canon(item)
+                project = name if section in ("projects", "settings") else (
+                    item.get("project") if isinstance(item, dict) else None)
+                if project:
+                    projects.setdefault(project, {}).setdefault(section, []).append(name)
+        for name, uses in projects.items():
+            found[("project", name)] = _canon(uses)
+        for hook in hooks:
+            found[("webhooks", hook["name"])] = _canon(hook)
+        return found
+
+    def close(self) -> None:
+        stop(self.proc)
 
 
-def _run_shell(block: Block, url: str, folder: Path, env: dict[str, str]) -> None:
-    script = "set -euo pipefail\n" + SHELL_PREAMBLE + "".join(
-        f"{line}\n" for line in block.setup) + docblocks.served(block.text, url)
-    result = _bash(script, folder, env)
-    assert result.returncode == 0, (
-        f"{block.where} failed ({result.returncode}):\n{block.text}\n--- stdout\n"
-        f"{result.stdout}\n--- stderr\n{result.stderr}")
-    if block.expect_json is not None:
-        actual = docblocks.last_json(result.stdout)
-        expected = json.loads(block.expect_json)
-        assert docblocks.json_matches(expected, actual), (
-            f"{block.where}: the answer shown after the block is not what it prints:\n"
-            f"{json.dumps(actual, indent=1)}")
+def _canon(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
 
 
-def _run_console(block: Block, url: str, folder: Path, env: dict[str, str]) -> None:
-    steps = docblocks.console_steps(docblocks.served(block.text, url))
-    script = "exec 2>&1\n" + "".join(f"{line}\n" for line in block.setup)
-    script += f"printf '\\n{SEP}\\n'\n"
-    for command, _ in steps:
-        script += f"{command}\nprintf '\\n{SEP}\\n'\n"
-    result = _bash(script, folder, env)
-    outputs = result.stdout.split(f"\n{SEP}\n")[1:]
-    assert len(outputs) == len(steps) + 1, f"{block.where}: stopped early:\n{result.stdout}"
-    for (command, expected), actual in zip(steps, outputs, strict=False):
-        assert docblocks.matches(expected, actual), (
-            f"{block.where}: `{command}` printed\n{actual}\ninstead of\n{expected}")
-
-
-def _run_python(blocks: list[Block], url: str, folder: Path, env: dict[str, str]) -> None:
-    if not blocks:
-        return
-    spec = folder.parent / "python-blocks.json"
-    spec.write_text(json.dumps([{"where": b.where, "text": docblocks.served(b.text, url)}
-                                for b in blocks]))
-    result = subprocess.run([sys.executable, "-c", PYTHON_RUNNER, str(spec)], cwd=folder,
-                            env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
+@pytest.fixture
+def checkout(tmp_path: Path) -> Iterator[Checkout]:
+    made = Checkout(tmp_path)
+    try:
+        yield made
+    finally:
+        made.close()
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", [p for p in PAGES if _runnable(p)],
-                         ids=lambda p: str(p.relative_to(ROOT)))
-def test_the_page_runs(page: Path, instance: tuple[str, Path, dict[str, str]]) -> None:
-    url, folder, env = instance
-    blocks = _runnable(page)
-    for block in blocks:
-        if block.lang in ("sh", "bash"):
-            _run_shell(block, url, folder, env)
-        elif block.lang == "console":
-            _run_console(block, url, folder, env)
-    _run_python([b for b in blocks if b.lang == "python"], url, folder, env)
+@pytest.mark.parametrize("page", RUNNABLE, ids=_name)
+def test_the_page_runs(page: Path, checkout: Checkout) -> None:
+    checkout.follow(page)
+
+
+@pytest.mark.slow
+def test_the_pages_run_one_after_another(tmp_path: Path) -> None:
+    shared = Checkout(tmp_path / "shared")
+    owner: dict[tuple[str, str], str] = {}
+    clashes: list[str] = []
+    try:
+        before = shared.footprint()
+        for page in RUNNABLE:
+            if FRESH.search(page.read_text()):
+                alone = Checkout(tmp_path / page.stem)
+                try:
+                    alone.follow(page)
+                finally:
+                    alone.close()
+                continue
+            shared.follow(page)
+            after = shared.footprint()
+            for thing in sorted(set(before) | set(after)):
+                if before.get(thing) == after.get(thing):
+                    continue
+                earlier = owner.get(thing)
+                if earlier is not None and earlier != _name(page):
+                    what = "removes" if thing not in after else "changes"
+                    clashes.append(f"{_name(page)} {what} {thing[0]} '{thing[1]}', "
+                                   f"which {earlier} made")
+                owner.setdefault(thing, _name(page))
+            before = after
+    finally:
+        shared.close()
+    assert clashes == []
