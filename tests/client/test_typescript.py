@@ -3,7 +3,7 @@ suite: its generated types are those of the app's OpenAPI document, and its node
 (unit tests, and the shared decision cases through the client) passes against a served
 toolgate, on SQLite and on Postgres.
 
-Needs Node 20+ and `npm ci` run in clients/typescript (.ci/run does it). Missing, the tests
+Needs Node 20+ and `npm ci` run in clients/typescript (`make test` does it). Missing, the tests
 skip, unless CI is set (then they fail).
 """
 

@@ -41,7 +41,7 @@ PROFILE = {"safety": {"require_sandbox": True, "require_checkpoints": False,
 def npm_bin(name: str) -> str:
     path = BIN / name
     if not path.exists():
-        pytest.fail(f"{path} missing: run `npm ci --prefix tests/gateway` (.ci/run does)")
+        pytest.fail(f"{path} missing: run `npm ci --prefix tests/gateway` (`make test` does)")
     return str(path)
 
 
