@@ -30,7 +30,8 @@ SEP = "@@doc-test-step@@"
 TIMEOUT = 300
 SHELL_PREAMBLE = 'curl() { command curl --silent --show-error --fail-with-body "$@"; }\n'
 # Saves what the block left: variables (not bash's own, not read-only ones), functions, the
-# folder and the exported environment (for the python blocks).
+# folder and the exported environment (for the python blocks). A console block runs curl as
+# the reader's shell does; a sh/bash block's curl fails on an HTTP error status.
 SAVE = textwrap.dedent(r'''
     __tg_save() {
       local __n
@@ -42,7 +43,8 @@ SAVE = textwrap.dedent(r'''
           *) [[ ${!__n@a} == *r* ]] || declare -p "$__n" ;;
         esac
       done > "$__tg_state" 2>/dev/null
-      declare -f | grep -v '^declare' >> "$__tg_state" || true
+      unset -f curl  # the test's wrapper (sh blocks only) is not the reader's
+      declare -f >> "$__tg_state" || true
       printf '%s' "$PWD" > "$__tg_state.pwd"
       env -0 > "$__tg_state.env"
     }
@@ -86,9 +88,9 @@ class Reader:
     def _script(self, body: str, *, strict: bool) -> str:
         head = (f"__tg_state={_quote(str(self.state))}\n{SAVE}"
                 f'source "$__tg_state" >/dev/null 2>&1 || true\n'
-                f"cd {_quote(self.pwd)}\n{SHELL_PREAMBLE}")
-        if strict:
-            head += "set -euo pipefail\n"
+                f"cd {_quote(self.pwd)}\n")
+        if strict:  # sh/bash: every command must succeed, curl's too
+            head += SHELL_PREAMBLE + "set -euo pipefail\n"
         return head + body + "\n__tg_save\n"
 
     def _bash(self, script: str) -> subprocess.CompletedProcess[str]:
