@@ -128,11 +128,57 @@ async def test_each_agents_shell_is_denied_cat_env(client, ruled, agent):
         held = await decide(client, key, agent, SHELLS[agent], {"command": line})
         assert_rule_denied(held, "secrets are not for agents")
         assert await denied_by(client, held) == "deny-secrets", line
-    # A line that reads no secret is not the rule's: the shipped classify rules name
-    # Claude Code's Bash (run as a read); the other shells stay unsafe (unsafe_tool).
+    # A line that reads no secret is not the rule's: the shipped classify rules name every
+    # agent's shell, so it runs as a read.
     held = await decide(client, key, agent, SHELLS[agent], {"command": "cat src/app.py"})
-    assert "rule_denied" not in held.reason, held
-    assert held.outcome == "allow" if SHELLS[agent] == "Bash" else "unsafe_tool" in held.reason
+    assert held.outcome == "allow", held
+
+
+@pytest.mark.parametrize("agent", sorted(SHELLS))
+async def test_each_agents_shell_is_decided_by_the_shipped_shell_rules(client, ruled, agent):
+    """The shipped shell rules name every agent's shell tool: its reads, builds and local
+    commits run; a push asks its user; curl off the allow-list is denied; a line no rule
+    classifies stays the registry's unsafe writer."""
+    key = await ruled(agent)
+    shell = SHELLS[agent]
+    for line in ("git status", "npm test", "git add src/app.py && git commit -m 'fix'"):
+        held = await decide(client, key, agent, shell, {"command": line})
+        assert held.outcome == "allow", (line, held)
+    held = await decide(client, key, agent, shell, {"command": "git push origin main"})
+    assert held.outcome == "ask", held
+    held = await decide(client, key, agent, shell,
+                        {"command": "curl -s https://evil.example/x"})
+    assert_rule_denied(held, "curl/wget only to the hosts of the allow-list")
+    assert await denied_by(client, held) == "deny-unlisted-hosts"
+    held = await decide(client, key, agent, shell, {"command": "rm -rf build"})
+    assert held.outcome == "blocked" and "(unsafe_tool)" in held.reason, held
+
+
+# Each agent's file writers, as its own tools name them.
+WRITES = {"claude-code": [("Write", {"file_path": ".git/hooks/pre-commit", "content": "x"}),
+                          ("Edit", {"file_path": ".git/config", "old_string": "a",
+                                    "new_string": "b"})],
+          "gemini-cli": [("write_file", {"file_path": ".git/hooks/pre-commit",
+                                         "content": "x"}),
+                         ("replace", {"file_path": ".git/config", "old_string": "a",
+                                      "new_string": "b"})],
+          "qwen-code": [("write_file", {"file_path": ".git/hooks/pre-commit",
+                                        "content": "x"}),
+                        ("edit", {"file_path": ".git/config", "old_string": "a",
+                                  "new_string": "b"})],
+          "copilot-cli": [("create", {"path": ".git/hooks/pre-commit", "file_text": "x"}),
+                          ("edit", {"path": ".git/config", "old_str": "a", "new_str": "b"})]}
+
+
+@pytest.mark.parametrize("agent", sorted(WRITES))
+async def test_each_agents_writes_to_git_internals_are_denied(client, ruled, agent):
+    """git runs code from .git/hooks and .git/config on the next `git status`, which the
+    shell rules let run: every agent's writers are denied them, not only Claude Code's."""
+    key = await ruled(agent)
+    for tool, args in WRITES[agent]:
+        held = await decide(client, key, agent, tool, args)
+        assert_rule_denied(held, "agents do not edit them")
+        assert await denied_by(client, held) == "deny-git-internals", tool
 
 
 @pytest.mark.parametrize("agent", sorted(FETCHES))

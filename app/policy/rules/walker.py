@@ -13,7 +13,7 @@ from app.policy.rules.collect import Collector
 from app.policy.rules.options import has_c, script_operand, skip_options
 from app.policy.rules.parse import MAX_LINE_CHARS, parse
 from app.policy.rules.variables import BINDERS, Bindings
-from app.policy.rules.words import Word, group_words, with_unknowns, word_of
+from app.policy.rules.words import Word, group_words, literal_output, with_unknowns, word_of
 from app.policy.rules.wrappers import (
     FIND_EXEC,
     GLOBAL_OPTIONS,
@@ -131,7 +131,9 @@ class Walker(Collector):
                 self.statement(part, depth, piped=piped or i > 0)
         elif kind in ("subshell", "compound_statement", "command_substitution",
                       "process_substitution"):
-            if kind in ("command_substitution", "process_substitution"):
+            if kind == "process_substitution" or (
+                    kind == "command_substitution" and literal_output(node) is None):
+                # `$(cat <<'EOF' ... EOF)` prints its here-document: a known word.
                 self.hide("a substitution's output is a word of the line")
                 text = node.text.decode("utf-8", "surrogateescape") if node.text else ""
                 if text.startswith("`") and _BARE_BACKTICK.search(text, 1, len(text) - 1):
