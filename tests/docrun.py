@@ -131,8 +131,9 @@ class Reader:
     def _console(self, block: Block) -> None:
         steps = docblocks.console_steps(docblocks.served(block.text, self.url))
         body = "exec 2>&1\n" + f"printf '\\n{SEP}\\n'\n"
-        for command, _ in steps:
-            body += f"{command}\nprintf '\\n{SEP}\\n'\n"
+        for command, _ in steps:  # `$?` after the separator is still the command's
+            body += (f"{command}\n__tg_rc=$?\nprintf '\\n{SEP}\\n'\n"
+                     "(exit $__tg_rc)\n")
         result = self._bash(self._script(body, strict=False))
         outputs = result.stdout.split(f"\n{SEP}\n")[1:]
         assert len(outputs) == len(steps) + 1, f"{block.where}: stopped early:\n{result.stdout}"
