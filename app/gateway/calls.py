@@ -16,6 +16,7 @@ import anyio
 import mcp_types as types
 import rfc8785
 from toolgate_client import AsyncClient, ToolgateError
+from toolgate_client.guard import outcome_body
 
 from app.gateway import mapping
 from app.gateway.config import GatewayConfig
@@ -31,6 +32,7 @@ log = logging.getLogger("toolgate.gateway")
 META = "toolgate/decision"
 UNAVAILABLE = "ToolgateUnavailableError"
 REGISTRY_SECONDS = 10.0  # how long the list of registered tools is trusted
+REPORT_BATCH = 100  # outcomes in one POST /v1/outcomes (its limit, SPEC §11)
 
 # Asks the client's user to confirm a destructive call: True only on accept + confirm.
 Confirm = Callable[[str, dict[str, Any]], Awaitable[bool]]
@@ -63,6 +65,8 @@ class Gate:
         self._registered: set[str] = set()
         self._registry_at = -1e9
         self._reports: set[asyncio.Task[None]] = set()
+        self._queue: list[dict[str, Any]] = []  # outcomes booked, not yet sent
+        self._sender: asyncio.Task[None] | None = None
         self._first_tried = False
         self.pins = Pins(config, toolgate)  # SPEC §19: tool definitions against their pins
         self.tasks: TaskGroup | None = None  # run.py: where client sessions' tasks run
@@ -342,27 +346,75 @@ class Gate:
 
     def book(self, decision_id: str, upstream: Upstream, tool: str, args: dict[str, Any],
              error: str | None) -> None:
-        """Report the outcome in the background (drained when the gateway stops)."""
-        task = asyncio.get_running_loop().create_task(
-            self._report(decision_id, upstream, tool, args, error))
-        self._reports.add(task)
-        task.add_done_callback(self._reports.discard)
+        """Report the outcome in the background (drained when the gateway stops). Reports
+        are queued and sent by one task, `POST /v1/outcomes` (SPEC §11), up to
+        REPORT_BATCH a request: what was booked while a request was in flight goes in the
+        next one, so calls one at a time still send one report each, with no wait, and
+        concurrent calls share requests (each request costs the gateway about as much CPU
+        as the rest of the call)."""
+        entry = upstream.config.tools.get(tool)
+        item = {"decision_id": decision_id,
+                **outcome_body("execution_failed" if error is not None else "succeeded",
+                               cost=entry.cost if entry is not None else None,
+                               error=error[:2000] if error is not None else None,
+                               args_sha256=args_sha256(args))}
+        self._queue.append(item)
+        if self._sender is None or self._sender.done():
+            task = asyncio.get_running_loop().create_task(self._send_reports())
+            self._sender = task
+            self._reports.add(task)
+            task.add_done_callback(self._reports.discard)
 
     async def drain_reports(self, timeout: float = 10.0) -> None:
         if self._reports:
             await asyncio.wait(set(self._reports), timeout=timeout)
 
-    async def _report(self, decision_id: str, upstream: Upstream, tool: str,
-                      args: dict[str, Any], error: str | None) -> None:
-        entry = upstream.config.tools.get(tool)
+    async def _send_reports(self) -> None:
+        while self._queue:
+            batch = self._queue[:REPORT_BATCH]
+            del self._queue[:REPORT_BATCH]
+            try:
+                answer = await self.toolgate.request("POST", "/v1/outcomes",
+                                                     {"outcomes": batch})
+            except ToolgateError as exc:
+                if exc.status in (404, 405, 413, 422):
+                    # The batch refused as a whole (over toolgate's body limit, a toolgate
+                    # without the route): each report on its own route, as a single one.
+                    for item in batch:
+                        await self._report_one(item)
+                    continue
+                for item in batch:
+                    log.warning("gateway: outcome of decision %s not reported: %s",
+                                item["decision_id"], exc)
+                continue
+            except Exception as exc:  # the calls have run: the records stay without outcomes
+                for item in batch:
+                    log.warning("gateway: outcome of decision %s not reported: %s",
+                                item["decision_id"], exc)
+                continue
+            items = answer.get("items") if isinstance(answer, dict) else None
+            if not isinstance(items, list) or len(items) != len(batch):
+                for item in batch:
+                    log.warning("gateway: outcome of decision %s not reported: toolgate's "
+                                "answer has no item for it", item["decision_id"])
+                continue
+            for item, got in zip(batch, items, strict=True):
+                code = got.get("status_code") if isinstance(got, dict) else None
+                if code not in (200, 201):
+                    refused = (got.get("error") if isinstance(got, dict) else None) or {}
+                    log.warning("gateway: outcome of decision %s not reported: %s (%s): %s",
+                                item["decision_id"], code,
+                                refused.get("code") if isinstance(refused, dict) else None,
+                                refused.get("message") if isinstance(refused, dict)
+                                else refused)
+
+    async def _report_one(self, item: dict[str, Any]) -> None:
+        fields = {k: v for k, v in item.items() if k != "decision_id"}
         try:
-            await self.toolgate.report_outcome(
-                decision_id, "execution_failed" if error is not None else "succeeded",
-                cost=entry.cost if entry is not None else None,
-                error=error[:2000] if error is not None else None,
-                args_sha256=args_sha256(args))
+            await self.toolgate.report_outcome(item["decision_id"], **fields)
         except Exception as exc:  # the call has run: the record stays without an outcome
-            log.warning("gateway: outcome of decision %s not reported: %s", decision_id, exc)
+            log.warning("gateway: outcome of decision %s not reported: %s",
+                        item["decision_id"], exc)
 
 
 def _client_args(body: dict[str, Any]) -> dict[str, Any]:
